@@ -1,0 +1,257 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/rbac"
+)
+
+func newPackCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "pack",
+		Short: "Check an agent pack and explain what each role may do",
+		Long: `Commands for agent packs (agent-pack.yaml).
+
+PATH is a pack file or a folder holding agent-pack.yaml, .yml or .json. Without PATH the pack
+is found as 'serve' finds it: AGENT_PACK_PATH, then ./agent-packs, then the embedded demo pack.
+${NAME} placeholders are expanded from the environment and .env, exactly as 'serve' does.`,
+	}
+	cmd.AddCommand(newPackValidateCmd(a), newPackExplainCmd(a))
+	return cmd
+}
+
+func newPackValidateCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate [PATH]",
+		Short: "Report every problem of a pack at once, with file:line and field path",
+		Example: `  packbot pack validate packs/wise-corporate
+  WISE_MCP_URL=https://wise.example/mcp packbot pack validate ./agent-pack.yaml`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPackValidate(a, firstArg(args))
+		},
+	}
+}
+
+func firstArg(args []string) string {
+	if len(args) > 0 {
+		return args[0]
+	}
+	return ""
+}
+
+// loadPack loads a pack and prints its problems; an invalid pack returns exitError{1}.
+func (a *app) loadPack(path string, w io.Writer) (*packs.Pack, error) {
+	p, err := packs.Load(packs.Options{Path: path, Env: a.env})
+	var inv *packs.InvalidError
+	if errors.As(err, &inv) {
+		for _, pr := range inv.Problems {
+			fmt.Fprintln(w, pr)
+		}
+		for _, pr := range inv.Warnings {
+			fmt.Fprintln(w, pr)
+		}
+		fmt.Fprintf(w, "%s: invalid: %d error(s), %d warning(s)\n", inv.Source, len(inv.Problems), len(inv.Warnings))
+		return nil, exitError{code: 1}
+	}
+	return p, err
+}
+
+func runPackValidate(a *app, path string) error {
+	p, err := a.loadPack(path, a.stdout)
+	if err != nil {
+		return err
+	}
+	for _, w := range p.Warnings {
+		fmt.Fprintln(a.stdout, w)
+	}
+	_, err = fmt.Fprintf(a.stdout, "%s: ok: %d MCP server(s), %d language(s), %d warning(s)\n",
+		p.Source, len(p.MCP.Servers), len(p.Languages), len(p.Warnings))
+	return err
+}
+
+type explainOptions struct {
+	roles    []string
+	identity string
+	name     string
+	all      bool
+	json     bool
+}
+
+func newPackExplainCmd(a *app) *cobra.Command {
+	var o explainOptions
+	cmd := &cobra.Command{
+		Use:   "explain [PATH]",
+		Short: "Print, per MCP server, the tools a caller gets and which need approval by whom",
+		Long: `Explain applies the pack's access rules (rbac-approvals.md) to one caller: for each MCP
+server, the tools the pack names that the caller may use, which of them need approval and by
+which roles (or run at once because the caller may approve them), and what happens to tools the
+pack does not name. Without --roles, --identity and --name the caller is an unauthenticated
+guest (role "guest").`,
+		Example: `  packbot pack explain packs/wise-corporate --roles employee,finance
+  packbot pack explain packs/wise-corporate --identity cto@acme.corp
+  packbot pack explain packs/wise-corporate --roles guest --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPackExplain(a, firstArg(args), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&o.roles, "roles", nil, "the caller's roles, comma-separated (the credential's roles attribute)")
+	f.StringVar(&o.identity, "identity", "", "the caller's identity (userIdentityAttribute), matched against adminUsers")
+	f.StringVar(&o.name, "name", "", "the caller's display name, matched against the legacy adminAvatars")
+	f.BoolVar(&o.all, "all", false, "also list the named tools the caller does not get, with the reason")
+	f.BoolVar(&o.json, "json", false, "print JSON instead of text")
+	return cmd
+}
+
+// explainTool is one line of explain output, also its JSON shape.
+type explainTool struct {
+	Tool           string   `json:"tool"`
+	Effect         string   `json:"effect"`
+	Reason         string   `json:"reason"`
+	Approvers      []string `json:"approvers,omitempty"`
+	Quorum         int      `json:"quorum,omitempty"`
+	TimeoutMinutes float64  `json:"timeoutMinutes,omitempty"`
+	SelfApprove    bool     `json:"selfApprove,omitempty"`
+}
+
+type explainServer struct {
+	Name       string        `json:"name"`
+	Transport  string        `json:"transport"`
+	AccessMode string        `json:"accessMode"`
+	Enabled    bool          `json:"enabled"`
+	Tools      []explainTool `json:"tools"`
+	Others     explainTool   `json:"others"`
+}
+
+type explainOutput struct {
+	Pack          string          `json:"pack"`
+	Source        string          `json:"source"`
+	Authenticated bool            `json:"authenticated"`
+	Admin         bool            `json:"admin"`
+	Roles         []string        `json:"roles"`
+	GuestsBlocked bool            `json:"guestsBlocked"`
+	Servers       []explainServer `json:"servers"`
+}
+
+func runPackExplain(a *app, path string, o explainOptions) error {
+	p, err := a.loadPack(path, a.stderr)
+	if err != nil {
+		return err
+	}
+	roles := rbac.ParseRoles(o.roles)
+	c := rbac.Caller{Identity: o.identity, DisplayName: o.name, Roles: roles}
+	// Naming the guest role alone, or nothing at all, describes an unauthenticated caller.
+	c.Authenticated = o.identity != "" || o.name != "" || !(len(roles) == 0 || (len(roles) == 1 && roles[0] == packs.GuestRole))
+	e := rbac.New(p)
+	out := explainOutput{
+		Pack: p.Metadata.ID, Source: p.Source, Authenticated: c.Authenticated, Admin: e.IsAdmin(c), Roles: e.Roles(c),
+		GuestsBlocked: !c.Authenticated && p.Flows.Authentication.Required,
+	}
+	for _, r := range e.Explain(c) {
+		s := explainServer{Name: r.Server.Name, Transport: r.Server.Transport, AccessMode: r.Server.AccessMode,
+			Enabled: r.Server.Enabled, Tools: []explainTool{}, Others: toExplainTool("", r.Others)}
+		for _, t := range r.Tools {
+			if t.Decision.Effect != rbac.Deny || o.all {
+				s.Tools = append(s.Tools, toExplainTool(t.Tool, t.Decision))
+			}
+		}
+		sort.SliceStable(s.Tools, func(i, j int) bool { return effectRank(s.Tools[i].Effect) < effectRank(s.Tools[j].Effect) })
+		out.Servers = append(out.Servers, s)
+	}
+	if o.json {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	return printExplain(a.stdout, out)
+}
+
+func toExplainTool(name string, d rbac.Decision) explainTool {
+	t := explainTool{Tool: name, Effect: d.Effect.String(), Reason: d.Reason, SelfApprove: d.SelfApprove}
+	if d.Policy != nil {
+		t.Approvers, t.Quorum, t.TimeoutMinutes = d.Policy.Approvers, d.Policy.Quorum, d.Policy.TimeoutMinutes
+	}
+	return t
+}
+
+func effectRank(e string) int {
+	switch e {
+	case "allow":
+		return 0
+	case "approval":
+		return 1
+	}
+	return 2
+}
+
+func printExplain(w io.Writer, out explainOutput) error {
+	who := "guest (not authenticated), role guest"
+	if out.Authenticated {
+		who = "authenticated, roles " + orNone(out.Roles)
+	}
+	if out.Admin {
+		who += "; admin (adminUsers): every tool, no approval"
+	}
+	fmt.Fprintf(w, "pack %s (%s)\ncaller: %s\n", out.Pack, out.Source, who)
+	if out.GuestsBlocked {
+		fmt.Fprintln(w, "note: authentication is required by this pack, so a guest cannot chat at all")
+	}
+	for _, s := range out.Servers {
+		state := ""
+		if !s.Enabled {
+			state = ", disabled"
+		}
+		fmt.Fprintf(w, "\nserver %s (%s, %s%s)\n", s.Name, s.Transport, s.AccessMode, state)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		if len(s.Tools) == 0 {
+			fmt.Fprintln(tw, "  (no tool named in the pack is available)")
+		}
+		for _, t := range s.Tools {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", strings.ToUpper(t.Effect), t.Tool, describeTool(t, out.Roles))
+		}
+		fmt.Fprintf(tw, "  other tools the server offers: %s (%s)\n", strings.ToUpper(s.Others.Effect), s.Others.Reason)
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func describeTool(t explainTool, roles []string) string {
+	if t.Effect != "approval" {
+		return t.Reason
+	}
+	if t.SelfApprove {
+		var held []string
+		for _, r := range t.Approvers {
+			if slices.Contains(roles, r) {
+				held = append(held, r)
+			}
+		}
+		return "self-approved: the caller holds " + strings.Join(held, ", ") + " (approvers: " + strings.Join(t.Approvers, " or ") + "), runs at once"
+	}
+	d := "needs approval from " + strings.Join(t.Approvers, " or ")
+	if t.Quorum > 1 {
+		d += fmt.Sprintf(" (%d distinct approvers)", t.Quorum)
+	}
+	return d + fmt.Sprintf(", expires after %g min", t.TimeoutMinutes)
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "(none)"
+	}
+	return strings.Join(list, ", ")
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/store/sqlstore"
+)
+
+// servingAddr finds the address in the "packbot serving" log line, text or JSON.
+var servingAddr = regexp.MustCompile(`http://([0-9.]+:[0-9]+)`)
+
+// packbotProcess is packbot running as its own process (the test binary acting as main).
+type packbotProcess struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	logs bytes.Buffer
+	addr chan string
+	done chan error
+}
+
+// startPackbot starts packbot in dir with only the given environment (no inherited variables).
+func startPackbot(t *testing.T, dir string, env []string, args ...string) *packbotProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PACKBOT_TEST_AS_MAIN=1"}, env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &packbotProcess{cmd: cmd, addr: make(chan string, 1), done: make(chan error, 1)}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.logs.WriteString(line + "\n")
+			p.mu.Unlock()
+			if m := servingAddr.FindStringSubmatch(line); m != nil && strings.Contains(line, "packbot serving") {
+				p.addr <- m[1]
+			}
+		}
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+	return p
+}
+
+func (p *packbotProcess) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+// waitServing returns the address packbot serves on, or fails if it exits first.
+func (p *packbotProcess) waitServing(t *testing.T) string {
+	t.Helper()
+	select {
+	case addr := <-p.addr:
+		return addr
+	case err := <-p.done:
+		t.Fatalf("packbot exited before serving (%v):\n%s", err, p.output())
+	}
+	return ""
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err := errors.Join(err, resp.Body.Close()); err != nil {
+		t.Fatalf("GET %s: read body: %v", url, err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// TestServeEmbeddedDefault: with no environment and no flags, serve starts on SQLite with the
+// demo pack, answers /healthz, /readyz and /metrics on 127.0.0.1:8080, and exits 0 on SIGTERM.
+func TestServeEmbeddedDefault(t *testing.T) {
+	dir := t.TempDir()
+	p := startPackbot(t, dir, nil, "serve")
+	addr := p.waitServing(t)
+	if addr != "127.0.0.1:8080" {
+		t.Fatalf("default address %s", addr)
+	}
+	if code, body := get(t, "http://"+addr+"/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz %d %q", code, body)
+	}
+	if code, body := get(t, "http://"+addr+"/readyz"); code != 200 || body != "ready\n" {
+		t.Fatalf("/readyz %d %q", code, body)
+	}
+	if code, body := get(t, "http://"+addr+"/metrics"); code != 200 || !strings.Contains(body, `packbot_build_info{pack="packbot-demo"`) ||
+		!strings.Contains(body, "go_goroutines") {
+		t.Fatalf("/metrics %d:\n%.500s", code, body)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-p.done; err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.output())
+	}
+	logs := p.output()
+	for _, want := range []string{"source=embedded:packs/demo/agent-pack.yaml", `backend="sqlite data/packbot.db"`, "msg=stopped"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q:\n%s", want, logs)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "packbot.db")); err != nil {
+		t.Fatalf("SQLite file: %v", err)
+	}
+}
+
+func TestServeSIGINTAndJSONLogs(t *testing.T) {
+	dir := t.TempDir()
+	p := startPackbot(t, dir, []string{"PACKBOT_HTTP_ADDR=127.0.0.1:0", "PACKBOT_LOG_FORMAT=json"}, "serve", "--data-dir", "state")
+	addr := p.waitServing(t)
+	if code, _ := get(t, "http://"+addr+"/healthz"); code != 200 {
+		t.Fatalf("/healthz %d", code)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	if err := <-p.done; err != nil {
+		t.Fatalf("exit after SIGINT: %v", err)
+	}
+	if !strings.Contains(p.output(), `"msg":"stopped"`) {
+		t.Fatalf("json logs:\n%s", p.output())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state", "packbot.db")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServeRefusesInvalidPack(t *testing.T) {
+	dir := t.TempDir()
+	p := startPackbot(t, dir, []string{"MCP_SERVERS_CONFIG=not json"}, "serve", "--http", "127.0.0.1:0")
+	err := <-p.done
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(p.output(), "MCP_SERVERS_CONFIG must be a JSON array") {
+		t.Fatalf("exit %v, output:\n%s", err, p.output())
+	}
+}
+
+func TestServeBusyPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	code, _, errOut := cli(t, nil, "serve", "--http", ln.Addr().String(), "--data-dir", t.TempDir())
+	if code != 1 || !strings.Contains(errOut, "listen on "+ln.Addr().String()) {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+// TestReadyzReportsStoreDown: /readyz answers 503 when the store does not answer.
+func TestReadyzReportsStoreDown(t *testing.T) {
+	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "x.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := packs.Parse("p.yaml", []byte("metadata: {id: x}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(newHTTPHandler(st, p, discardLogger()))
+	defer srv.Close()
+	if code, _ := get(t, srv.URL+"/readyz"); code != 200 {
+		t.Fatalf("ready store: %d", code)
+	}
+	_ = st.Close()
+	if code, body := get(t, srv.URL+"/readyz"); code != 503 || !strings.Contains(body, "not ready") {
+		t.Fatalf("closed store: %d %q", code, body)
+	}
+}

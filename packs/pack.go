@@ -1,0 +1,311 @@
+package packs
+
+import (
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Pack is a loaded, validated agent pack: everything a deployer says about one agent. Field
+// names follow the Hologram agent-pack.yaml schema; the yaml tags are the keys in the file.
+// A Pack is immutable once [Load] returns it.
+type Pack struct {
+	Metadata  Metadata            `yaml:"metadata"`
+	Languages map[string]Language `yaml:"languages"`
+	LLM       LLM                 `yaml:"llm"`
+	Memory    Memory              `yaml:"memory"`
+	Flows     Flows               `yaml:"flows"`
+	MCP       MCP                 `yaml:"mcp"`
+
+	// Unsupported holds top-level blocks that packbot keeps but does not act on (rag, tools,
+	// imageGeneration, speechToText, vision, integrations, and any unknown key), decoded as
+	// plain YAML values. Each produced a warning.
+	Unsupported map[string]any `yaml:"-"`
+	// Source is where the pack came from: a file path, or "embedded:<path>".
+	Source string `yaml:"-"`
+	// Warnings are the problems that did not stop the pack from loading.
+	Warnings []Problem `yaml:"-"`
+}
+
+// Metadata describes the agent.
+type Metadata struct {
+	ID              string   `yaml:"id"`
+	DisplayName     string   `yaml:"displayName"`
+	Description     string   `yaml:"description"`
+	Tags            []string `yaml:"tags"`
+	DefaultLanguage string   `yaml:"defaultLanguage"`
+}
+
+// Language holds the texts of one language.
+type Language struct {
+	// GreetingMessage is sent by the welcome flow; welcomeMessage is accepted as an alias.
+	GreetingMessage string `yaml:"greetingMessage" alias:"welcomeMessage"`
+	// SystemPrompt is the persona in this language, appended to LLM.AgentPrompt.
+	SystemPrompt string `yaml:"systemPrompt"`
+	// Strings override built-in strings key by key.
+	Strings map[string]string `yaml:"strings"`
+}
+
+// LLM configures the language model.
+type LLM struct {
+	Provider        string  `yaml:"provider"`
+	Model           string  `yaml:"model"`
+	Temperature     float64 `yaml:"temperature"`
+	MaxTokens       int     `yaml:"maxTokens"`
+	BaseURL         string  `yaml:"baseUrl" pack:"url"`
+	ReasoningEffort string  `yaml:"reasoningEffort"`
+	AgentPrompt     string  `yaml:"agentPrompt"`
+}
+
+// Memory configures conversation memory.
+type Memory struct {
+	// Window is how many turns the agent remembers.
+	Window int `yaml:"window"`
+}
+
+// Flows configures the built-in conversations.
+type Flows struct {
+	Welcome        Welcome        `yaml:"welcome"`
+	Authentication Authentication `yaml:"authentication"`
+	Menu           Menu           `yaml:"menu"`
+}
+
+// Welcome configures the greeting.
+type Welcome struct {
+	Enabled bool `yaml:"enabled"`
+	// SendOnProfile greets when the wallet's profile arrives (in its language) instead of on
+	// connection (in the default language).
+	SendOnProfile bool   `yaml:"sendOnProfile"`
+	TemplateKey   string `yaml:"templateKey"`
+}
+
+// Authentication configures how users prove who they are and which roles they hold.
+type Authentication struct {
+	Enabled  bool `yaml:"enabled"`
+	Required bool `yaml:"required"`
+	// CredentialDefinitionID is the AnonCreds credential definition the vsagent channel asks for.
+	CredentialDefinitionID string `yaml:"credentialDefinitionId"`
+	// IssuerServiceDID is where a user without a suitable credential can get one.
+	IssuerServiceDID      string   `yaml:"issuerServiceDid"`
+	UserIdentityAttribute string   `yaml:"userIdentityAttribute"`
+	RolesAttribute        string   `yaml:"rolesAttribute"`
+	DefaultRole           string   `yaml:"defaultRole"`
+	AdminUsers            []string `yaml:"adminUsers"`
+	// AdminAvatars is the legacy admin list, matched on display name.
+	AdminAvatars []string `yaml:"adminAvatars"`
+	// Credential is what the embedded DIDComm channel asks for (packbot extension).
+	Credential *CredentialRequest `yaml:"credential"`
+}
+
+// CredentialRequest describes the W3C credential the embedded DIDComm channel requests.
+type CredentialRequest struct {
+	Type    string   `yaml:"type"`
+	Issuers []string `yaml:"issuers"`
+	Formats []string `yaml:"formats"`
+	Purpose string   `yaml:"purpose"`
+}
+
+// Menu configures the contextual menu.
+type Menu struct {
+	Items []MenuItem `yaml:"items"`
+}
+
+// MenuItem is one entry of the contextual menu.
+type MenuItem struct {
+	ID          string `yaml:"id"`
+	LabelKey    string `yaml:"labelKey"`
+	Label       Text   `yaml:"label"`
+	Action      string `yaml:"action"`
+	VisibleWhen string `yaml:"visibleWhen"`
+	Badge       string `yaml:"badge"`
+}
+
+// MCP lists the MCP servers.
+type MCP struct {
+	Servers []Server `yaml:"servers"`
+}
+
+// Transports.
+const (
+	TransportStreamableHTTP = "streamable-http"
+	TransportSSE            = "sse"
+	TransportStdio          = "stdio"
+)
+
+// Access modes.
+const (
+	AdminControlled = "admin-controlled"
+	UserControlled  = "user-controlled"
+)
+
+// Server is one MCP server the agent uses.
+type Server struct {
+	Name      string `yaml:"name"`
+	Transport string `yaml:"transport"`
+	URL       string `yaml:"url" pack:"url"`
+	Command   string `yaml:"command" pack:"strict"`
+	// Args is an array, or a string holding a JSON array.
+	Args StringList        `yaml:"args" pack:"strict"`
+	Env  map[string]string `yaml:"env" pack:"secret"`
+	// Headers are sent on every request of every HTTP transport.
+	Headers    map[string]string `yaml:"headers" pack:"secret"`
+	AccessMode string            `yaml:"accessMode"`
+	UserConfig *UserConfig       `yaml:"userConfig"`
+	ToolAccess *ToolAccess       `yaml:"toolAccess"`
+
+	// packbot extensions
+	Enabled               bool        `yaml:"enabled"`
+	TimeoutMs             int         `yaml:"timeoutMs"`
+	MaxSessionIdleSeconds int         `yaml:"maxSessionIdleSeconds"`
+	Allowlist             []string    `yaml:"allowlist"`
+	Instructions          string      `yaml:"instructions"`
+	Authentication        *ServerAuth `yaml:"authentication"`
+}
+
+// UserControlled reports whether each user brings their own credentials to this server.
+func (s *Server) UserControlled() bool { return s.AccessMode == UserControlled }
+
+// Allowed reports whether the server's allowlist (if any) admits tool.
+func (s *Server) Allowed(tool string) bool {
+	return len(s.Allowlist) == 0 || slices.Contains(s.Allowlist, tool)
+}
+
+// UserConfig is the shape of the per-user configuration flow.
+type UserConfig struct {
+	Fields []UserField `yaml:"fields"`
+}
+
+// Field types.
+const (
+	FieldText   = "text"
+	FieldSecret = "secret"
+)
+
+// UserField is one value a user types to configure a user-controlled server.
+type UserField struct {
+	Name  string `yaml:"name"`
+	Type  string `yaml:"type"`
+	Label Text   `yaml:"label"`
+	// HeaderTemplate turns the value into a header ("Bearer {value}").
+	HeaderTemplate string `yaml:"headerTemplate"`
+	// HeaderName is the header the template fills (default Authorization).
+	HeaderName string `yaml:"headerName"`
+}
+
+// Secret reports whether the field's value must never be logged, remembered or echoed.
+func (f *UserField) Secret() bool { return f.Type == FieldSecret }
+
+// Tool access defaults.
+const (
+	DefaultNone   = "none"
+	DefaultAll    = "all"
+	DefaultPublic = "public"
+	DefaultAdmin  = "admin"
+)
+
+// ToolAccess says who may call which tools of a server. With Roles present it is the RBAC
+// model; without, the legacy model (Default public|admin, Public, AdminOnly).
+type ToolAccess struct {
+	Default   string   `yaml:"default"`
+	Public    []string `yaml:"public"`
+	AdminOnly []string `yaml:"adminOnly"`
+	// Roles maps a role to the tools it grants. Non-nil (even empty) selects the RBAC model.
+	Roles    map[string][]string `yaml:"roles"`
+	Approval []ApprovalPolicy    `yaml:"approval"`
+}
+
+// RBAC reports whether the role-based model applies.
+func (t *ToolAccess) RBAC() bool { return t.Roles != nil }
+
+// RoleNames returns the roles of the RBAC model, sorted.
+func (t *ToolAccess) RoleNames() []string {
+	names := make([]string, 0, len(t.Roles))
+	for r := range t.Roles {
+		names = append(names, r)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// PolicyFor returns the first approval policy listing tool, or nil.
+func (t *ToolAccess) PolicyFor(tool string) *ApprovalPolicy {
+	for i := range t.Approval {
+		if slices.Contains(t.Approval[i].Tools, tool) {
+			return &t.Approval[i]
+		}
+	}
+	return nil
+}
+
+// ApprovalPolicy gates tools behind approval by holders of approver roles.
+type ApprovalPolicy struct {
+	Tools     []string `yaml:"tools"`
+	Approvers []string `yaml:"approvers"`
+	// TimeoutMinutes after which a pending request expires; fractions are allowed.
+	TimeoutMinutes float64 `yaml:"timeoutMinutes"`
+	// Quorum is how many distinct approvers must approve (packbot extension).
+	Quorum int `yaml:"quorum"`
+	// AllowSelfApproval lets a requester who holds an approver role run the tool at once.
+	AllowSelfApproval bool `yaml:"allowSelfApproval"`
+}
+
+// ServerAuth configures OAuth 2.1 for a user-controlled server (packbot extension).
+type ServerAuth struct {
+	Mode         string   `yaml:"mode"`
+	ClientID     string   `yaml:"clientId"`
+	ClientSecret string   `yaml:"clientSecret" pack:"secret"`
+	Scopes       []string `yaml:"scopes"`
+}
+
+// Text is a string that may be given per language: either a plain string, or a map from
+// language code to string.
+type Text struct {
+	Plain  string
+	ByLang map[string]string
+}
+
+// IsZero reports whether no text was given.
+func (t Text) IsZero() bool { return t.Plain == "" && len(t.ByLang) == 0 }
+
+// In returns the text for lang, else for fallback, else the plain text, else any language's
+// text (the alphabetically first), else "".
+func (t Text) In(lang, fallback string) string {
+	for _, l := range []string{lang, baseLanguage(lang), fallback} {
+		if s, ok := t.ByLang[l]; ok && l != "" {
+			return s
+		}
+	}
+	if t.Plain != "" {
+		return t.Plain
+	}
+	keys := make([]string, 0, len(t.ByLang))
+	for k := range t.ByLang {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) > 0 {
+		return t.ByLang[keys[0]]
+	}
+	return ""
+}
+
+func baseLanguage(lang string) string {
+	if i := strings.IndexAny(lang, "-_"); i > 0 {
+		return lang[:i]
+	}
+	return lang
+}
+
+// StringList is a list of strings that a pack may write as a YAML sequence or as a string
+// holding a JSON array (Hologram's `args`).
+type StringList []string
+
+// Server returns the server named name, or nil.
+func (p *Pack) Server(name string) *Server {
+	for i := range p.MCP.Servers {
+		if p.MCP.Servers[i].Name == name {
+			return &p.MCP.Servers[i]
+		}
+	}
+	return nil
+}

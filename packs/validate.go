@@ -1,0 +1,355 @@
+package packs
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Values a pack may use for enumerated fields.
+var (
+	Providers       = []string{"openai", "anthropic", "ollama"}
+	Transports      = []string{TransportStreamableHTTP, TransportSSE, TransportStdio}
+	AccessModes     = []string{AdminControlled, UserControlled}
+	MenuActions     = []string{"authenticate", "logout", "mcp-config", "abort-config", "my-approval-requests", "pending-approvals"}
+	VisibleWhen     = []string{"always", "authenticated", "unauthenticated", "configuring", "notConfiguring", "hasApprovalRequests", "hasPendingApprovals"}
+	Badges          = []string{"approvalRequestCount", "pendingApprovalCount"}
+	CredentialForms = []string{"jsonld", "jwt"}
+	FieldTypes      = []string{FieldText, FieldSecret}
+	ReasoningEffort = []string{"minimal", "low", "medium", "high"}
+)
+
+var (
+	languageCode = regexp.MustCompile(`^[a-z]{2,3}([-_][A-Za-z0-9]{2,8})?$`)
+	serverName   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+)
+
+// validator checks a decoded pack; every problem names the field path and where it was written.
+type validator struct {
+	p *Pack
+	d *decoder
+}
+
+func (v *validator) errorf(path, format string, args ...any) {
+	v.d.ps.add(Error, lookupPos(v.d, path), path, format, args...)
+}
+
+func (v *validator) warnf(path, format string, args ...any) {
+	v.d.ps.add(Warning, lookupPos(v.d, path), path, format, args...)
+}
+
+func (v *validator) oneOf(path, value string, allowed []string, what string) bool {
+	if slices.Contains(allowed, value) {
+		return true
+	}
+	v.errorf(path, "unknown %s %q: use %s", what, value, strings.Join(allowed, ", "))
+	return false
+}
+
+func validate(p *Pack, d *decoder) {
+	v := &validator{p: p, d: d}
+	v.metadata()
+	v.llm()
+	v.flows()
+	names := make(map[string]int)
+	for i := range p.MCP.Servers {
+		path := indexPath("mcp.servers", i)
+		s := &p.MCP.Servers[i]
+		if j, dup := names[s.Name]; dup && s.Name != "" {
+			v.errorf(joinPath(path, "name"), "duplicate server name %q (also mcp.servers[%d])", s.Name, j)
+		}
+		names[s.Name] = i
+		v.server(path, s)
+	}
+}
+
+func (v *validator) metadata() {
+	m := &v.p.Metadata
+	if !languageCode.MatchString(m.DefaultLanguage) {
+		v.errorf("metadata.defaultLanguage", "%q is not a language code (en, es, pt-BR)", m.DefaultLanguage)
+	}
+	codes := make([]string, 0, len(v.p.Languages))
+	for code := range v.p.Languages {
+		codes = append(codes, code)
+		if !languageCode.MatchString(code) {
+			v.errorf(joinPath("languages", code), "%q is not a language code (en, es, pt-BR)", code)
+		}
+	}
+	sort.Strings(codes)
+	if len(codes) > 0 {
+		if _, ok := v.p.Languages[m.DefaultLanguage]; !ok {
+			v.warnf("metadata.defaultLanguage", "no languages.%s block: the default language uses built-in strings only (the pack has %s)",
+				m.DefaultLanguage, strings.Join(codes, ", "))
+		}
+	}
+}
+
+func (v *validator) llm() {
+	l := &v.p.LLM
+	v.oneOf("llm.provider", l.Provider, Providers, "LLM provider")
+	if l.Temperature < 0 || l.Temperature > 2 {
+		v.errorf("llm.temperature", "must be between 0 and 2, not %g", l.Temperature)
+	}
+	if l.MaxTokens <= 0 {
+		v.errorf("llm.maxTokens", "must be positive, not %d", l.MaxTokens)
+	}
+	if l.BaseURL != "" {
+		v.httpURL("llm.baseUrl", l.BaseURL)
+	}
+	if l.ReasoningEffort != "" && !slices.Contains(ReasoningEffort, l.ReasoningEffort) {
+		v.warnf("llm.reasoningEffort", "%q is not one of %s: passed to the provider as written", l.ReasoningEffort, strings.Join(ReasoningEffort, ", "))
+	}
+	if v.p.Memory.Window < 0 {
+		v.errorf("memory.window", "must be 0 (no memory) or more, not %d", v.p.Memory.Window)
+	}
+}
+
+func (v *validator) flows() {
+	f := &v.p.Flows
+	if f.Welcome.TemplateKey == "" {
+		v.errorf("flows.welcome.templateKey", "must not be empty (default %s)", DefaultTemplateKey)
+	}
+	a := &f.Authentication
+	const ap = "flows.authentication"
+	if a.Required && !a.Enabled {
+		v.errorf(ap+".required", "authentication is required but not enabled: set enabled: true or required: false")
+	}
+	if a.Enabled && a.UserIdentityAttribute == "" {
+		v.errorf(ap+".userIdentityAttribute", "must name the credential attribute that identifies a user")
+	}
+	if a.Enabled && a.CredentialDefinitionID == "" && a.Credential == nil {
+		v.warnf(ap, "no credential to ask for (credentialDefinitionId or credential): the authenticate menu item is hidden")
+	}
+	for i, u := range a.AdminUsers {
+		if strings.TrimSpace(u) == "" {
+			v.errorf(indexPath(ap+".adminUsers", i), "must not be empty")
+		}
+	}
+	if c := a.Credential; c != nil {
+		if c.Type == "" {
+			v.errorf(ap+".credential.type", "must name the W3C credential type to request (e.g. EmployeeCredential)")
+		}
+		for i, iss := range c.Issuers {
+			if !strings.HasPrefix(iss, "did:") {
+				v.errorf(indexPath(ap+".credential.issuers", i), "%q is not a DID (did:key:…, did:web:…)", iss)
+			}
+		}
+		if len(c.Formats) == 0 {
+			v.errorf(ap+".credential.formats", "must list at least one of %s", strings.Join(CredentialForms, ", "))
+		}
+		for i, fm := range c.Formats {
+			v.oneOf(indexPath(ap+".credential.formats", i), fm, CredentialForms, "credential format")
+		}
+	}
+	ids := make(map[string]int)
+	for i := range f.Menu.Items {
+		it := &f.Menu.Items[i]
+		path := indexPath("flows.menu.items", i)
+		if it.ID == "" {
+			v.errorf(joinPath(path, "id"), "a menu item needs an id")
+		} else if j, dup := ids[it.ID]; dup {
+			v.errorf(joinPath(path, "id"), "duplicate menu item id %q (also flows.menu.items[%d])", it.ID, j)
+		}
+		ids[it.ID] = i
+		if it.Action != "" {
+			v.oneOf(joinPath(path, "action"), it.Action, MenuActions, "menu action")
+		}
+		if it.VisibleWhen != "" {
+			v.oneOf(joinPath(path, "visibleWhen"), it.VisibleWhen, VisibleWhen, "visibleWhen value")
+		}
+		if it.Badge != "" {
+			v.oneOf(joinPath(path, "badge"), it.Badge, Badges, "badge")
+		}
+	}
+}
+
+func (v *validator) httpURL(path, raw string) {
+	if _, unresolved := v.d.unresolved[path]; unresolved {
+		return // already reported
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.errorf(path, "%q is not an http(s) URL", redactURL(raw))
+	}
+}
+
+// redactURL drops the user information of a URL before it is shown.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		u.User = url.User("REDACTED")
+		return u.String()
+	}
+	return raw
+}
+
+func (v *validator) server(path string, s *Server) {
+	if s.Name == "" {
+		v.errorf(joinPath(path, "name"), "a server needs a name (used by RBAC and in logs)")
+	} else if !serverName.MatchString(s.Name) {
+		v.errorf(joinPath(path, "name"), "%q: use letters, digits, '.', '_' and '-' only", s.Name)
+	}
+	switch s.Transport {
+	case "":
+		v.errorf(joinPath(path, "transport"), "missing: use streamable-http or sse with a url, or stdio with a command")
+	case TransportStreamableHTTP, TransportSSE:
+		if s.URL == "" {
+			v.errorf(joinPath(path, "url"), "a %s server needs a url", s.Transport)
+		} else {
+			v.httpURL(joinPath(path, "url"), s.URL)
+		}
+	case TransportStdio:
+		if s.Command == "" {
+			v.errorf(joinPath(path, "command"), "a stdio server needs a command")
+		}
+		if len(s.Headers) > 0 {
+			v.warnf(joinPath(path, "headers"), "ignored: a stdio server has no HTTP requests")
+		}
+	default:
+		v.oneOf(joinPath(path, "transport"), s.Transport, Transports, "transport")
+	}
+	if v.oneOf(joinPath(path, "accessMode"), s.AccessMode, AccessModes, "access mode") {
+		v.access(path, s)
+	}
+	if s.TimeoutMs <= 0 {
+		v.errorf(joinPath(path, "timeoutMs"), "must be positive, not %d", s.TimeoutMs)
+	}
+	if s.MaxSessionIdleSeconds <= 0 {
+		v.errorf(joinPath(path, "maxSessionIdleSeconds"), "must be positive, not %d", s.MaxSessionIdleSeconds)
+	}
+	for i, t := range s.Allowlist {
+		if strings.TrimSpace(t) == "" {
+			v.errorf(indexPath(joinPath(path, "allowlist"), i), "must not be empty")
+		}
+	}
+	if s.ToolAccess != nil {
+		v.toolAccess(joinPath(path, "toolAccess"), s)
+	}
+}
+
+// access checks what depends on the access mode: per-user configuration and OAuth.
+func (v *validator) access(path string, s *Server) {
+	if s.Authentication != nil {
+		ap := joinPath(path, "authentication")
+		if s.Authentication.Mode != "oauth2" {
+			v.errorf(joinPath(ap, "mode"), "unknown authentication mode %q: use oauth2", s.Authentication.Mode)
+		}
+		if !s.UserControlled() {
+			v.errorf(ap, "OAuth applies to user-controlled servers (each user signs in); set accessMode: user-controlled")
+		}
+	}
+	if !s.UserControlled() {
+		if s.UserConfig != nil {
+			v.warnf(joinPath(path, "userConfig"), "ignored on an admin-controlled server")
+		}
+		return
+	}
+	oauth := s.Authentication != nil
+	if (s.UserConfig == nil || len(s.UserConfig.Fields) == 0) && !oauth {
+		v.errorf(joinPath(path, "userConfig.fields"), "a user-controlled server needs userConfig.fields (or authentication.mode: oauth2) so users can give their credentials")
+		return
+	}
+	if s.UserConfig == nil {
+		return
+	}
+	names := make(map[string]bool)
+	for i := range s.UserConfig.Fields {
+		f := &s.UserConfig.Fields[i]
+		fp := indexPath(joinPath(path, "userConfig.fields"), i)
+		switch {
+		case f.Name == "":
+			v.errorf(joinPath(fp, "name"), "a field needs a name")
+		case names[f.Name]:
+			v.errorf(joinPath(fp, "name"), "duplicate field name %q", f.Name)
+		}
+		names[f.Name] = true
+		v.oneOf(joinPath(fp, "type"), f.Type, FieldTypes, "field type")
+		if f.Label.IsZero() {
+			v.warnf(joinPath(fp, "label"), "no label: users are asked for %q", f.Name)
+		}
+		if f.HeaderTemplate != "" && !strings.Contains(f.HeaderTemplate, "{value}") {
+			v.errorf(joinPath(fp, "headerTemplate"), "%q must contain {value}, where the user's value goes", f.HeaderTemplate)
+		}
+	}
+}
+
+func (v *validator) toolAccess(path string, s *Server) {
+	ta := s.ToolAccess
+	if ta.RBAC() {
+		if ta.Default != "" && ta.Default != DefaultNone && ta.Default != DefaultAll {
+			v.warnf(joinPath(path, "default"), "%q is not none or all: tools listed under no role are denied", ta.Default)
+		}
+		if len(ta.Public) > 0 || len(ta.AdminOnly) > 0 {
+			v.warnf(path, "public and adminOnly belong to the legacy model and are ignored when roles is set")
+		}
+		for _, role := range ta.RoleNames() {
+			for i, t := range ta.Roles[role] {
+				tp := indexPath(joinPath(joinPath(path, "roles"), role), i)
+				if strings.TrimSpace(t) == "" {
+					v.errorf(tp, "must not be empty")
+				} else if !s.Allowed(t) {
+					v.warnf(tp, "%q is not in the server's allowlist: it is never offered", t)
+				}
+			}
+		}
+	} else {
+		if ta.Default != "" && ta.Default != DefaultPublic && ta.Default != DefaultAdmin {
+			v.warnf(joinPath(path, "default"), "%q is not public or admin: treated as admin (only the public list for non-admins)", ta.Default)
+		}
+		if len(ta.Approval) > 0 && !s.UserControlled() {
+			v.warnf(joinPath(path, "approval"), "approval policies apply with toolAccess.roles only: ignored in the legacy model")
+		}
+	}
+	if len(ta.Approval) > 0 && s.UserControlled() {
+		v.errorf(joinPath(path, "approval"), "approval policies need an admin-controlled server: on a user-controlled server "+
+			"the approved call would run with the approver's own credentials, not the requester's")
+	}
+	seen := make(map[string]int)
+	for i := range ta.Approval {
+		a := &ta.Approval[i]
+		ap := indexPath(joinPath(path, "approval"), i)
+		if len(a.Tools) == 0 {
+			v.errorf(joinPath(ap, "tools"), "an approval policy must list the tools it gates")
+		}
+		if len(a.Approvers) == 0 {
+			v.errorf(joinPath(ap, "approvers"), "an approval policy must list the roles that may approve")
+		}
+		if a.TimeoutMinutes <= 0 {
+			v.errorf(joinPath(ap, "timeoutMinutes"), "must be positive, not %g", a.TimeoutMinutes)
+		}
+		if a.Quorum < 1 {
+			v.errorf(joinPath(ap, "quorum"), "must be 1 or more, not %d", a.Quorum)
+		}
+		for j, t := range a.Tools {
+			tp := indexPath(joinPath(ap, "tools"), j)
+			if prev, dup := seen[t]; dup {
+				v.warnf(tp, "%q is already gated by approval[%d], which applies", t, prev)
+				continue
+			}
+			seen[t] = i
+			if ta.RBAC() && ta.Default != DefaultAll && !grantedByRole(ta, t) {
+				v.warnf(tp, "no role grants %q, so the policy never applies", t)
+			}
+		}
+	}
+}
+
+func grantedByRole(ta *ToolAccess, tool string) bool {
+	for _, tools := range ta.Roles {
+		if slices.Contains(tools, tool) {
+			return true
+		}
+	}
+	return false
+}
+
+// Describe returns a one-line summary of a problem list, for logs.
+func Describe(ps []Problem) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = p.String()
+	}
+	return fmt.Sprintf("%d problem(s): %s", len(ps), strings.Join(parts, "; "))
+}

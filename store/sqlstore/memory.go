@@ -1,0 +1,96 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/packbot/packbot/store"
+)
+
+const (
+	// qReserveMemorySeq hands out the next $2 sequence numbers of a key and returns the last one;
+	// its row lock serializes appends to one key until the transaction ends, so sequence numbers
+	// follow commit order and stay contiguous.
+	qReserveMemorySeq = `INSERT INTO memory_seq (memory_key, last_seq) VALUES ($1, $2)
+	ON CONFLICT (memory_key) DO UPDATE SET last_seq = memory_seq.last_seq + excluded.last_seq
+	RETURNING last_seq`
+	qInsertMemory = `INSERT INTO memory (memory_key, seq, role, content, data, created_at)
+	VALUES ($1, $2, $3, $4, $5, $6)`
+	qTrimMemory     = `DELETE FROM memory WHERE memory_key = $1 AND seq <= $2`
+	qLoadMemory     = `SELECT seq, role, content, data, created_at FROM memory WHERE memory_key = $1 ORDER BY seq DESC LIMIT $2`
+	qClearMemory    = `DELETE FROM memory WHERE memory_key = $1`
+	qClearMemorySeq = `DELETE FROM memory_seq WHERE memory_key = $1`
+)
+
+// AppendMemory appends entries in order, then keeps only the newest keep entries of key
+// (keep <= 0 keeps everything). CreatedAt defaults to the store's clock.
+func (db *DB) AppendMemory(ctx context.Context, key string, entries []store.MemoryEntry, keep int) error {
+	err := db.tx(ctx, func(c conn) error {
+		var last int64
+		if err := c.queryRow(ctx, qReserveMemorySeq, key, len(entries)).Scan(&last); err != nil {
+			return err
+		}
+		now := db.stamp()
+		for i, e := range entries {
+			created := e.CreatedAt
+			if created.IsZero() {
+				created = now
+			}
+			seq := last - int64(len(entries)-1-i)
+			if _, err := c.exec(ctx, qInsertMemory, key, seq, e.Role, e.Content, jsonArg(e.Data), millis(created)); err != nil {
+				return err
+			}
+		}
+		if keep <= 0 {
+			return nil
+		}
+		_, err := c.exec(ctx, qTrimMemory, key, last-int64(keep))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("append memory %s: %w", key, err)
+	}
+	return nil
+}
+
+// LoadMemory returns the newest limit entries of key, oldest first (limit <= 0: all).
+func (db *DB) LoadMemory(ctx context.Context, key string, limit int) ([]store.MemoryEntry, error) {
+	es, err := query(ctx, db.conn(), scanMemoryEntry, qLoadMemory, key, limitArg(limit))
+	if err != nil {
+		return nil, fmt.Errorf("load memory %s: %w", key, err)
+	}
+	slices.Reverse(es)
+	return es, nil
+}
+
+// ClearMemory forgets key.
+func (db *DB) ClearMemory(ctx context.Context, key string) error {
+	err := db.tx(ctx, func(c conn) error {
+		if _, err := c.exec(ctx, qClearMemorySeq, key); err != nil {
+			return err
+		}
+		_, err := c.exec(ctx, qClearMemory, key)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("clear memory %s: %w", key, err)
+	}
+	return nil
+}
+
+func scanMemoryEntry(r scanner) (store.MemoryEntry, error) {
+	var (
+		e       store.MemoryEntry
+		data    []byte
+		created int64
+	)
+	err := r.Scan(&e.Seq, &e.Role, &e.Content, &data, &created)
+	if len(data) > 0 {
+		e.Data = data
+	}
+	e.CreatedAt = fromMillis(created)
+	return e, err
+}
+
+var _ store.Memory = (*DB)(nil)

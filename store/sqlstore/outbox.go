@@ -1,0 +1,107 @@
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/packbot/packbot/store"
+)
+
+const (
+	outboxColumns  = `id, identity, connection_id, kind, payload, created_at, next_attempt_at, attempts, last_error`
+	qEnqueueOutbox = `INSERT INTO outbox (identity, connection_id, kind, payload, created_at, next_attempt_at,
+	attempts, last_error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`
+	// qClaimOutbox leases due messages in one statement. On PostgreSQL, SKIP LOCKED lets
+	// concurrent claimers pass over rows another claimer is leasing instead of waiting for them
+	// (and, once it commits, re-checking finds them no longer due). RETURNING has no order; the
+	// caller sorts by id.
+	qClaimOutbox = `UPDATE outbox SET attempts = attempts + 1, next_attempt_at = $2
+	WHERE id IN (SELECT id FROM outbox WHERE next_attempt_at <= $1
+		AND ($3 = '' OR identity = $3) AND ($4 = '' OR connection_id = $4)
+		ORDER BY id LIMIT $5 FOR UPDATE SKIP LOCKED)
+	RETURNING ` + outboxColumns
+	qAckOutbox     = `DELETE FROM outbox WHERE id = $1`
+	qRetryOutbox   = `UPDATE outbox SET next_attempt_at = $2, last_error = $3 WHERE id = $1`
+	qPendingOutbox = `SELECT COUNT(*) FROM outbox WHERE identity = $1`
+)
+
+// EnqueueOutbox stores a message and returns its id. CreatedAt and NextAttemptAt default to the
+// store's clock.
+func (db *DB) EnqueueOutbox(ctx context.Context, m store.OutboxMessage) (int64, error) {
+	now := db.stamp()
+	created, next := m.CreatedAt, m.NextAttemptAt
+	if created.IsZero() {
+		created = now
+	}
+	if next.IsZero() {
+		next = now
+	}
+	var id int64
+	err := db.conn().queryRow(ctx, qEnqueueOutbox, m.Identity, m.ConnectionID, m.Kind, jsonArg(m.Payload),
+		millis(created), millis(next), m.Attempts, m.LastError).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("enqueue outbox %s for %q/%q: %w", m.Kind, m.Identity, m.ConnectionID, err)
+	}
+	return id, nil
+}
+
+// ClaimOutbox leases up to c.Limit due messages (Limit <= 0: every due message) in id order.
+// A zero c.Now means the store's clock.
+func (db *DB) ClaimOutbox(ctx context.Context, c store.OutboxClaim) ([]store.OutboxMessage, error) {
+	now := c.Now
+	if now.IsZero() {
+		now = db.now()
+	}
+	ms, err := query(ctx, db.conn(), scanOutboxMessage, qClaimOutbox, millis(now), millis(now.Add(c.Lease)),
+		c.Identity, c.ConnectionID, limitArg(c.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox for %q/%q: %w", c.Identity, c.ConnectionID, err)
+	}
+	slices.SortFunc(ms, func(a, b store.OutboxMessage) int { return cmp.Compare(a.ID, b.ID) })
+	return ms, nil
+}
+
+// AckOutbox removes a delivered message; acking a missing message is not an error.
+func (db *DB) AckOutbox(ctx context.Context, id int64) error {
+	if _, err := db.conn().exec(ctx, qAckOutbox, id); err != nil {
+		return fmt.Errorf("ack outbox %d: %w", id, err)
+	}
+	return nil
+}
+
+// RetryOutbox makes a message due again at next, recording reason; store.ErrNotFound when the
+// message is gone.
+func (db *DB) RetryOutbox(ctx context.Context, id int64, next time.Time, reason string) error {
+	if err := db.conn().execOne(ctx, qRetryOutbox, id, millis(next), reason); err != nil {
+		return fmt.Errorf("retry outbox %d: %w", id, err)
+	}
+	return nil
+}
+
+// PendingOutbox counts the undelivered messages of an identity.
+func (db *DB) PendingOutbox(ctx context.Context, identity string) (int, error) {
+	var n int
+	if err := db.conn().queryRow(ctx, qPendingOutbox, identity).Scan(&n); err != nil {
+		return 0, fmt.Errorf("pending outbox of %s: %w", identity, err)
+	}
+	return n, nil
+}
+
+func scanOutboxMessage(r scanner) (store.OutboxMessage, error) {
+	var (
+		m             store.OutboxMessage
+		payload       []byte
+		created, next int64
+	)
+	err := r.Scan(&m.ID, &m.Identity, &m.ConnectionID, &m.Kind, &payload, &created, &next, &m.Attempts, &m.LastError)
+	if len(payload) > 0 {
+		m.Payload = payload
+	}
+	m.CreatedAt, m.NextAttemptAt = fromMillis(created), fromMillis(next)
+	return m, err
+}
+
+var _ store.Outbox = (*DB)(nil)
