@@ -1,7 +1,6 @@
 package packs
 
 import (
-	"fmt"
 	"net/url"
 	"regexp"
 	"slices"
@@ -343,13 +342,4 @@ func grantedByRole(ta *ToolAccess, tool string) bool {
 		}
 	}
 	return false
-}
-
-// Describe returns a one-line summary of a problem list, for logs.
-func Describe(ps []Problem) string {
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		parts[i] = p.String()
-	}
-	return fmt.Sprintf("%d problem(s): %s", len(ps), strings.Join(parts, "; "))
 }
