@@ -1,0 +1,19 @@
+// Package channel is the contract between a wallet channel and the bot: the events a wallet
+// produces (a connection is ready, a text, a menu selection, an answer, a profile, the result of a
+// proof request) and the messages the bot sends back (text, contextual menu, question, proof
+// request, invitation, own profile, receipts).
+//
+// A channel translates between its wire protocol and these types and decides nothing: no business
+// rule lives in a channel. [Channel] is the one required interface (inbound events and text);
+// menus, questions, proof requests, profiles, invitations and receipts are optional capabilities
+// ([MenuSender], [QuestionAsker], [ProofRequester], [ProfileSender], [InvitationSender],
+// [ReceiptSender]) discovered by type assertion, so the bot can fall back to text when a channel
+// lacks one. Implementations: channel/didcomm (an embedded DIDComm v1 agent) and channel/vsagent
+// (a VS Agent's admin API and webhooks). channel/channeltest holds the conformance suite and an
+// in-memory channel for the bot's tests.
+//
+// Lifecycle: construct and open the channel (its own package does that), mount its HTTP handler
+// if it has one ([HTTPMounter]), then Run(ctx, handler): inbound events go to the handler until
+// ctx is done. The handler must return quickly (enqueue, then process elsewhere), because a
+// channel acknowledges inbound messages at once and never holds its peer waiting.
+package channel
