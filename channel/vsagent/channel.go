@@ -1,0 +1,216 @@
+package vsagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/packbot/packbot/channel"
+)
+
+// DefaultMaxBodyBytes bounds a webhook body when [Config.MaxBodyBytes] is zero.
+const DefaultMaxBodyBytes = 1 << 20
+
+// defaultTimeout bounds one admin API call when the caller brings no [http.Client]; the
+// caller's ctx can only shorten it.
+const defaultTimeout = 30 * time.Second
+
+// ErrClosed is returned by the Send methods after Run has returned.
+var ErrClosed = errors.New("vsagent: channel stopped")
+
+// Config configures a [Channel].
+type Config struct {
+	// AdminURL is the VS Agent's admin API base URL (http or https), e.g. "http://vs-agent:3000";
+	// messages go to AdminURL + "/v1/message". Required.
+	AdminURL string
+	// HTTPClient posts to the admin API; nil means a client with a 30 s timeout.
+	HTTPClient *http.Client
+	// MaxBodyBytes bounds a webhook body; larger ones are answered 413. Zero means
+	// [DefaultMaxBodyBytes]. Wallets may send profile pictures as data URLs inside the profile
+	// message: raise it if yours send large ones.
+	MaxBodyBytes int64
+	// Logger receives the channel's logs; nil discards them. Message contents are never logged.
+	Logger *slog.Logger
+	// Now stamps outbound messages; nil means time.Now.
+	Now func() time.Time
+}
+
+// Run states.
+const (
+	stateNew int32 = iota
+	stateRunning
+	stateStopped
+)
+
+// Channel is a VS Agent wallet channel. Its methods are safe for concurrent use. The Send
+// methods may be called before Run (the admin API does not need it) and fail with [ErrClosed]
+// after Run returns. Webhooks are answered 503 until Run is called and after it returns.
+type Channel struct {
+	endpoint string // AdminURL + "/v1/message"
+	client   *http.Client
+	maxBody  int64
+	log      *slog.Logger
+	now      func() time.Time
+
+	// state goes new → running → stopped and is read without a lock (sends, webhook admission).
+	// Deliveries hold mu for reading while they check it and call the handler, so that once Run
+	// has stored stopped and taken mu for writing, no delivery is in flight or to come. Sends
+	// never take mu, so a handler that sends synchronously cannot lock it recursively.
+	state   atomic.Int32
+	mu      sync.RWMutex
+	handler channel.Handler
+	runCtx  context.Context // Run's ctx: the lifetime of the channel, handed to the handler
+	running chan struct{}   // closed when Run starts delivering
+
+	locks connLocks // one delivery at a time per connection
+}
+
+// New returns a channel for the VS Agent at cfg.AdminURL. It does no I/O.
+func New(cfg Config) (*Channel, error) {
+	endpoint, err := messageEndpoint(cfg.AdminURL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("vsagent: MaxBodyBytes %d is negative", cfg.MaxBodyBytes)
+	}
+	c := &Channel{
+		endpoint: endpoint,
+		client:   cfg.HTTPClient,
+		maxBody:  cfg.MaxBodyBytes,
+		log:      cfg.Logger,
+		now:      cfg.Now,
+		running:  make(chan struct{}),
+		locks:    connLocks{m: make(map[string]*connLock)},
+	}
+	if c.client == nil {
+		c.client = &http.Client{Timeout: defaultTimeout}
+	}
+	if c.maxBody == 0 {
+		c.maxBody = DefaultMaxBodyBytes
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c, nil
+}
+
+// messageEndpoint validates the admin base URL and returns the message endpoint.
+func messageEndpoint(admin string) (string, error) {
+	if admin == "" {
+		return "", errors.New("vsagent: AdminURL is required")
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		return "", fmt.Errorf("vsagent: AdminURL: %w", err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("vsagent: AdminURL %q: scheme must be http or https", admin)
+	case u.Host == "":
+		return "", fmt.Errorf("vsagent: AdminURL %q has no host", admin)
+	case u.User != nil:
+		return "", errors.New("vsagent: AdminURL must not carry credentials")
+	case u.RawQuery != "" || u.Fragment != "":
+		return "", fmt.Errorf("vsagent: AdminURL %q must not have a query or fragment", admin)
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + "/v1/message"
+	u.RawPath = ""
+	return u.String(), nil
+}
+
+// Name is "vsagent".
+func (c *Channel) Name() string { return "vsagent" }
+
+// Run delivers webhook events to h until ctx is done, then returns nil once no delivery is in
+// flight; from then on webhooks are answered 503 and sends fail. It may be called once.
+func (c *Channel) Run(ctx context.Context, h channel.Handler) error {
+	if h == nil {
+		return errors.New("vsagent: Run needs a handler")
+	}
+	c.mu.Lock()
+	if c.state.Load() != stateNew {
+		c.mu.Unlock()
+		return errors.New("vsagent: Run called twice")
+	}
+	c.handler, c.runCtx = h, ctx
+	c.state.Store(stateRunning)
+	close(c.running)
+	c.mu.Unlock()
+	c.log.InfoContext(ctx, "vsagent channel running", "admin", c.endpoint)
+
+	<-ctx.Done()
+
+	c.state.Store(stateStopped) // new webhooks: 503
+	c.mu.Lock()                 // waits for the deliveries in flight
+	c.handler, c.runCtx = nil, nil
+	c.mu.Unlock()
+	c.log.InfoContext(ctx, "vsagent channel stopped")
+	return nil
+}
+
+// stopped reports whether Run has returned (or is returning).
+func (c *Channel) stopped() bool { return c.state.Load() == stateStopped }
+
+// accepting reports whether Run is delivering events.
+func (c *Channel) accepting() bool { return c.state.Load() == stateRunning }
+
+// deliver hands e to the handler, after the earlier events of its connection. It reports false
+// when Run is not delivering (not started, or returned).
+func (c *Channel) deliver(e channel.Event) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.state.Load() != stateRunning {
+		return false
+	}
+	unlock := c.locks.lock(e.Connection())
+	defer unlock()
+	c.handler.HandleEvent(c.runCtx, e)
+	return true
+}
+
+// connLocks serialises deliveries per connection without growing with the number of
+// connections ever seen: an entry lives only while a delivery holds or waits for it.
+type connLocks struct {
+	mu sync.Mutex
+	m  map[string]*connLock
+}
+
+type connLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock locks conn's entry and returns its unlock.
+func (l *connLocks) lock(conn string) (unlock func()) {
+	l.mu.Lock()
+	e := l.m[conn]
+	if e == nil {
+		e = &connLock{}
+		l.m[conn] = e
+	}
+	e.refs++
+	l.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		l.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(l.m, conn)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// Interface guards.
+var _ channel.Channel = (*Channel)(nil)

@@ -1,0 +1,426 @@
+package vsagent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/channel/channeltest"
+)
+
+// fakeAgent is a VS Agent admin API on loopback: POST /v1/message records the message, hands it
+// to the wallet of its connection and answers {"id": <the message's id>}, as VS Agent v1.x does.
+// A message for a connection it does not know gets the VS Agent's 500 "Connection with id …
+// not found". answer, when set, replaces the whole answer.
+type fakeAgent struct {
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	wallets map[string]*fakeWallet
+	sent    [][]byte           // bodies, in arrival order
+	byID    map[string]wireMsg // messages by id (questions and proof requests are looked up)
+	threads map[string]string  // message id → the DIDComm thread id the VS Agent would use
+	answer  func(w http.ResponseWriter, m wireMsg) bool
+}
+
+// wireMsg is any message the bot posts.
+type wireMsg struct {
+	Type         string `json:"type"`
+	ID           string `json:"id"`
+	ConnectionID string `json:"connectionId"`
+	ThreadID     string `json:"threadId"`
+	Timestamp    string `json:"timestamp"`
+	Content      string `json:"content"`
+	Title        string `json:"title"`
+	Description  string `json:"description"`
+	Options      []struct {
+		ID          string `json:"id"`
+		Title       string `json:"title"`
+		Description string `json:"description"`
+	} `json:"options"`
+	Prompt    string `json:"prompt"`
+	MenuItems []struct {
+		ID   string `json:"id"`
+		Text string `json:"text"`
+	} `json:"menuItems"`
+	RequestedProofItems []struct {
+		ID                     string   `json:"id"`
+		Type                   string   `json:"type"`
+		CredentialDefinitionID string   `json:"credentialDefinitionId"`
+		Attributes             []string `json:"attributes"`
+		Description            string   `json:"description"`
+	} `json:"requestedProofItems"`
+	DID      string `json:"did"`
+	Label    string `json:"label"`
+	Receipts []struct {
+		MessageID string `json:"messageId"`
+		State     string `json:"state"`
+		Timestamp string `json:"timestamp"`
+	} `json:"receipts"`
+}
+
+func newFakeAgent(t testing.TB) *fakeAgent {
+	a := &fakeAgent{wallets: map[string]*fakeWallet{}, byID: map[string]wireMsg{}, threads: map[string]string{}}
+	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *fakeAgent) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/message" {
+		http.Error(w, `{"message":"not found"}`, http.StatusNotFound)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	var m wireMsg
+	if err != nil || json.Unmarshal(body, &m) != nil {
+		http.Error(w, `{"statusCode":400,"message":"bad json"}`, http.StatusBadRequest)
+		return
+	}
+	a.mu.Lock()
+	a.sent = append(a.sent, body)
+	answer := a.answer
+	wallet := a.wallets[m.ConnectionID]
+	if wallet != nil {
+		a.byID[m.ID] = m
+		a.threads[m.ID] = newUUID()
+	}
+	a.mu.Unlock()
+	if answer != nil && answer(w, m) {
+		return
+	}
+	if wallet == nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, `{"statusCode":500,"error":"something went wrong: Error: Connection with id %s not found"}`, m.ConnectionID)
+		return
+	}
+	wallet.push(received(m))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated) // NestJS answers POST with 201
+	fmt.Fprintf(w, `{"id":%q}`, m.ID)
+}
+
+// lastSent returns the last body posted, failing the test when there is none.
+func (a *fakeAgent) lastSent(t testing.TB) []byte {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.sent) == 0 {
+		t.Fatal("nothing posted to the admin API")
+	}
+	return a.sent[len(a.sent)-1]
+}
+
+func (a *fakeAgent) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.sent)
+}
+
+func (a *fakeAgent) message(id string) (wireMsg, string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m, ok := a.byID[id]
+	return m, a.threads[id], ok
+}
+
+// received turns a posted message into what the wallet sees.
+func received(m wireMsg) channeltest.Received {
+	r := channeltest.Received{ID: m.ID}
+	switch m.Type {
+	case "text":
+		r.Text = &channel.Text{Content: m.Content, ReplyTo: m.ThreadID}
+	case "contextual-menu-update":
+		menu := channel.Menu{Title: m.Title, Description: m.Description}
+		for _, o := range m.Options {
+			menu.Options = append(menu.Options, channel.MenuOption{ID: o.ID, Title: o.Title, Description: o.Description})
+		}
+		r.Menu = &menu
+	case "menu-display":
+		// The wallet shows the prompt; the channel puts the detail after a blank line.
+		text, detail, _ := strings.Cut(m.Prompt, detailSeparator)
+		q := channel.Question{Text: text, Detail: detail}
+		for _, it := range m.MenuItems {
+			q.Options = append(q.Options, it.Text)
+		}
+		r.Question = &q
+	case "identity-proof-request":
+		var p channel.ProofRequest
+		if len(m.RequestedProofItems) > 0 {
+			it := m.RequestedProofItems[0]
+			p = channel.ProofRequest{CredentialDefinitionID: it.CredentialDefinitionID, Attributes: it.Attributes, Purpose: it.Description}
+		}
+		r.ProofRequest = &p
+	case "invitation":
+		r.Invitation = &channel.Invitation{DID: m.DID, Label: m.Label}
+	case "receipts":
+		rs := channel.Receipts{}
+		for _, x := range m.Receipts {
+			rs.MessageIDs = append(rs.MessageIDs, x.MessageID)
+			rs.State = x.State
+		}
+		r.Receipts = &rs
+	}
+	return r
+}
+
+// fakeWallet is a user's wallet behind the fake VS Agent: it posts the VS Agent's webhooks to
+// the bot and reads what the bot sent through the admin API.
+type fakeWallet struct {
+	agent  *fakeAgent
+	ch     *Channel
+	botURL string
+	conn   string
+	claims map[string]string
+
+	mu    sync.Mutex
+	inbox []channeltest.Received
+	wake  chan struct{}
+}
+
+// connect connects a wallet: the VS Agent reports the connection "completed".
+func (a *fakeAgent) connect(ctx context.Context, ch *Channel, botURL string, claims map[string]string) (*fakeWallet, error) {
+	w := &fakeWallet{agent: a, ch: ch, botURL: botURL, conn: newUUID(), claims: claims, wake: make(chan struct{})}
+	a.mu.Lock()
+	a.wallets[w.conn] = w
+	a.mu.Unlock()
+	return w, w.post(ctx, routeConnectionState, map[string]any{
+		"type": routeConnectionState, "timestamp": isoNow(), "connectionId": w.conn, "invitationId": newUUID(), "state": "completed",
+	})
+}
+
+func isoNow() string { return time.Now().UTC().Format(timestampLayout) }
+
+func (w *fakeWallet) push(r channeltest.Received) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.inbox = append(w.inbox, r)
+	close(w.wake)
+	w.wake = make(chan struct{})
+}
+
+// post posts a webhook and requires a 200. The VS Agent does not wait for the bot to run; the
+// test does (webhooks before Run are answered 503 and lost, which webhook_test.go checks).
+func (w *fakeWallet) post(ctx context.Context, route string, body any) error {
+	select {
+	case <-w.ch.running:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	code, err := postWebhook(ctx, w.botURL, route, b)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("webhook %s answered %d", route, code)
+	}
+	return nil
+}
+
+func postWebhook(ctx context.Context, botURL, route string, body []byte) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, botURL+"/"+route, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// message posts a message-received webhook carrying m (type, id, connectionId and timestamp
+// added).
+func (w *fakeWallet) message(ctx context.Context, typ string, m map[string]any) error {
+	m["type"], m["connectionId"], m["timestamp"] = typ, w.conn, isoNow()
+	if _, ok := m["id"]; !ok {
+		m["id"] = newUUID()
+	}
+	return w.post(ctx, routeMessageReceived, map[string]any{"type": routeMessageReceived, "timestamp": isoNow(), "message": m})
+}
+
+func (w *fakeWallet) Conn() string { return w.conn }
+
+func (w *fakeWallet) SendText(ctx context.Context, content, replyTo string) error {
+	m := map[string]any{"content": content}
+	if replyTo != "" {
+		m["threadId"] = replyTo
+	}
+	return w.message(ctx, "text", m)
+}
+
+func (w *fakeWallet) RequestMenu(ctx context.Context) error {
+	return w.message(ctx, "contextual-menu-request", map[string]any{"id": w.conn})
+}
+
+func (w *fakeWallet) SelectMenu(ctx context.Context, optionID string) error {
+	return w.message(ctx, "contextual-menu-select", map[string]any{"selectionId": optionID})
+}
+
+// Answer answers like VS Agent v1.x: the item id comes from its text → id table, and threadId
+// is the question's DIDComm thread, not the id the bot gave the message.
+func (w *fakeWallet) Answer(ctx context.Context, questionID, response string) error {
+	q, thread, ok := w.agent.message(questionID)
+	if !ok || q.Type != "menu-display" {
+		return fmt.Errorf("no question %s", questionID)
+	}
+	selection := response // the VS Agent's fallback without a table entry
+	for _, it := range q.MenuItems {
+		if it.Text == response {
+			selection = it.ID
+		}
+	}
+	return w.message(ctx, "menu-select", map[string]any{"threadId": thread, "menuItems": []map[string]string{{"id": selection}}})
+}
+
+func (w *fakeWallet) SendProfile(ctx context.Context, displayName, language string) error {
+	return w.message(ctx, "profile", map[string]any{"displayName": displayName, "preferredLanguage": language})
+}
+
+// Present submits the wallet's credential, revealing the requested attributes, verified.
+func (w *fakeWallet) Present(ctx context.Context, requestID string) error {
+	req, thread, ok := w.agent.message(requestID)
+	if !ok || req.Type != "identity-proof-request" || len(req.RequestedProofItems) == 0 {
+		return fmt.Errorf("no proof request %s", requestID)
+	}
+	names := req.RequestedProofItems[0].Attributes
+	if len(names) == 0 {
+		for k := range w.claims {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	var claims []map[string]string
+	for _, n := range names {
+		claims = append(claims, map[string]string{"name": n, "value": w.claims[n]})
+	}
+	return w.message(ctx, "identity-proof-submit", map[string]any{"threadId": requestID, "submittedProofItems": []map[string]any{{
+		"id": thread, "type": "verifiable-credential", "proofExchangeId": newUUID(), "verified": true, "claims": claims,
+	}}})
+}
+
+// Decline refuses, as the VS Agent reports a problem report.
+func (w *fakeWallet) Decline(ctx context.Context, requestID string) error {
+	_, thread, ok := w.agent.message(requestID)
+	if !ok {
+		return fmt.Errorf("no proof request %s", requestID)
+	}
+	return w.message(ctx, "identity-proof-submit", map[string]any{"threadId": requestID, "submittedProofItems": []map[string]any{{
+		"id": thread, "proofExchangeId": newUUID(), "errorCode": "Request declined",
+	}}})
+}
+
+func (w *fakeWallet) Next(ctx context.Context) (channeltest.Received, error) {
+	for {
+		w.mu.Lock()
+		if len(w.inbox) > 0 {
+			r := w.inbox[0]
+			w.inbox = w.inbox[1:]
+			w.mu.Unlock()
+			return r, nil
+		}
+		wake := w.wake
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return channeltest.Received{}, ctx.Err()
+		case <-wake:
+		}
+	}
+}
+
+var _ channeltest.Wallet = (*fakeWallet)(nil)
+
+// logBuffer collects a channel's logs, at debug level, for a test to search.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// fixture is a channel wired to a fake VS Agent, with the bot's webhook server.
+type fixture struct {
+	agent *fakeAgent
+	ch    *Channel
+	bot   *httptest.Server
+	logs  *logBuffer
+}
+
+func newFixture(t testing.TB, cfg Config) *fixture {
+	t.Helper()
+	f := &fixture{agent: newFakeAgent(t), logs: &logBuffer{}}
+	if cfg.AdminURL == "" {
+		cfg.AdminURL = f.agent.srv.URL
+	}
+	cfg.Logger = f.logs.logger()
+	ch, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ch = ch
+	mux := http.NewServeMux()
+	ch.Mount(mux)
+	f.bot = httptest.NewServer(mux)
+	t.Cleanup(f.bot.Close)
+	return f
+}
+
+// run runs the channel until the test ends, recording its events.
+func (f *fixture) run(t testing.TB) *channeltest.Events {
+	t.Helper()
+	ev := channeltest.NewEvents()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.ch.Run(ctx, ev) }()
+	<-f.ch.running
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return ev
+}
+
+// wallet registers a connection with the fake VS Agent without announcing it.
+func (f *fixture) wallet(conn string) *fakeWallet {
+	w := &fakeWallet{agent: f.agent, ch: f.ch, botURL: f.bot.URL, conn: conn, wake: make(chan struct{})}
+	f.agent.mu.Lock()
+	f.agent.wallets[conn] = w
+	f.agent.mu.Unlock()
+	return w
+}

@@ -1,0 +1,104 @@
+package vsagent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/packbot/packbot/channel"
+)
+
+// Mount registers the VS Agent's webhooks on mux (the bot's own server): POST /message-received,
+// POST /connection-state-updated and POST /message-state-updated. Other methods on those paths
+// are answered 405. Mount the mux under the path the VS Agent's EVENTS_BASE_URL names.
+//
+// Each webhook is answered as soon as its event is handed to the handler:
+//   - 200: delivered, or valid but nothing for the bot (other connection states, message states,
+//     receipts, and message types this channel does not support, which are logged: the VS Agent
+//     never retries, so a 4xx would only hide them from its own logs as well);
+//   - 400: malformed JSON, a missing connectionId or a missing required field (the reason is
+//     logged and answered; it never quotes the body);
+//   - 405: not a POST; 413: body over [Config.MaxBodyBytes];
+//   - 503: Run has not started or has returned.
+func (c *Channel) Mount(mux *http.ServeMux) {
+	for _, route := range []string{routeMessageReceived, routeConnectionState, routeMessageState} {
+		h := c.webhook(route)
+		mux.Handle(http.MethodPost+" /"+route, h)
+		mux.Handle("/"+route, h) // any other method: 405, logged
+	}
+}
+
+// webhook returns the handler of one route.
+func (c *Channel) webhook(route string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			c.reject(ctx, w, r, route, http.StatusMethodNotAllowed, "method not allowed")
+			return
+		}
+		if !c.accepting() {
+			c.reject(ctx, w, r, route, http.StatusServiceUnavailable, "channel not running")
+			return
+		}
+		body, status, reason := c.readBody(w, r)
+		if status != 0 {
+			c.reject(ctx, w, r, route, status, reason)
+			return
+		}
+		d, err := decodeWebhook(route, body)
+		if err != nil {
+			reason := "bad webhook"
+			var b *badInput
+			if errors.As(err, &b) {
+				reason = b.reason
+			}
+			c.reject(ctx, w, r, route, http.StatusBadRequest, reason)
+			return
+		}
+		if d.Event == nil {
+			level := slog.LevelDebug
+			if d.Unsupported {
+				level = slog.LevelInfo
+			}
+			c.log.Log(ctx, level, "webhook ignored", "route", route, "type", d.Type, "conn", d.Conn, "note", d.Note)
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		if !c.deliver(d.Event) { // Run returned meanwhile
+			c.reject(ctx, w, r, route, http.StatusServiceUnavailable, "channel not running")
+			return
+		}
+		c.log.DebugContext(ctx, "webhook", "route", route, "type", d.Type, "conn", d.Conn, "bytes", len(body))
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// readBody reads a webhook body within the size limit; a non-zero status says why it could
+// not.
+func (c *Channel) readBody(w http.ResponseWriter, r *http.Request) (body []byte, status int, reason string) {
+	if r.ContentLength > c.maxBody {
+		return nil, http.StatusRequestEntityTooLarge, "body too large"
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, http.StatusRequestEntityTooLarge, "body too large"
+		}
+		return nil, http.StatusBadRequest, "body unreadable"
+	}
+	return body, 0, ""
+}
+
+// reject answers a webhook with status and a reason that quotes nothing of the body, and logs
+// it.
+func (c *Channel) reject(ctx context.Context, w http.ResponseWriter, r *http.Request, route string, status int, reason string) {
+	c.log.WarnContext(ctx, "webhook rejected", "route", route, "status", status, "reason", reason, "remote", r.RemoteAddr, "bytes", r.ContentLength)
+	http.Error(w, reason, status)
+}
+
+// Interface guards.
+var _ channel.HTTPMounter = (*Channel)(nil)

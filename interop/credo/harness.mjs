@@ -1,0 +1,413 @@
+#!/usr/bin/env node
+// A Credo-ts 0.6 agent playing a user's wallet (as the Hologram app does), driven over JSON
+// lines: one command per line on stdin, one event per line on stdout, diagnostics on stderr.
+// See README.md for the protocol. Usage:
+//
+//   node harness.mjs [--label NAME] [--peer 4|2|1] [--log off|error|warn|info|debug|trace]
+//
+// Everything is in memory (storage and keys); the process is the wallet and dies with it.
+
+// stdout carries the protocol only: send every console method there to stderr instead (Credo's
+// ConsoleLogger, and any library, may print with console.log/info/debug).
+console.log = console.info = console.debug = console.trace = console.error
+
+import { createInterface } from 'node:readline'
+
+import { Agent, ConsoleLogger, InjectionSymbols, JsonTransformer, Kms, LogLevel, PeerDidNumAlgo, utils } from '@credo-ts/core'
+import {
+  DidCommBasicMessageEventTypes,
+  DidCommBasicMessageRole,
+  DidCommConnectionEventTypes,
+  DidCommDidExchangeState,
+  DidCommEventTypes,
+  DidCommHttpOutboundTransport,
+  DidCommMessage,
+  DidCommMessageSender,
+  DidCommModule,
+  DidCommOutboundMessageContext,
+  parseInvitationJson,
+  parseMessageType,
+} from '@credo-ts/didcomm'
+import { DidCommHttpInboundTransport, agentDependencies } from '@credo-ts/node'
+
+import { InMemoryStorageService } from './lib/memory-storage.mjs'
+import { SodiumKeyManagementService } from './lib/sodium-kms.mjs'
+
+// ---- output ----------------------------------------------------------------------------------
+
+function emit(event) {
+  process.stdout.write(`${JSON.stringify(event)}\n`)
+}
+
+function die(message) {
+  emit({ event: 'error', message })
+  process.stdout.write('', () => process.exit(1))
+}
+
+// ---- options ---------------------------------------------------------------------------------
+
+function parseArgs(argv) {
+  const opts = { label: 'Credo wallet', peer: 4, log: 'warn' }
+  for (let i = 0; i < argv.length; i++) {
+    const [flag, inline] = argv[i].split(/=(.*)/s)
+    const value = inline ?? argv[++i]
+    if (value === undefined) throw new Error(`${flag} needs a value`)
+    if (flag === '--label') opts.label = value
+    else if (flag === '--peer') opts.peer = Number(value)
+    else if (flag === '--log') opts.log = value
+    else throw new Error(`unknown flag ${flag}`)
+  }
+  if (![1, 2, 4].includes(opts.peer)) throw new Error(`--peer must be 4, 2 or 1, not ${opts.peer}`)
+  if (!(opts.log in LogLevel) || typeof LogLevel[opts.log] !== 'number') throw new Error(`bad --log ${opts.log}`)
+  return opts
+}
+
+const peerAlgos = {
+  4: PeerDidNumAlgo.ShortFormAndLongForm,
+  2: PeerDidNumAlgo.MultipleInceptionKeyWithoutDoc,
+  1: PeerDidNumAlgo.GenesisDoc,
+}
+
+// ---- the agent -------------------------------------------------------------------------------
+
+async function startAgent(opts) {
+  // Credo's HTTP inbound transport listens on all interfaces at the port it is given; listen on
+  // loopback only, at a port the OS picks (0), by wrapping its Express app's listen.
+  const inbound = new DidCommHttpInboundTransport({ port: 0 })
+  const listen = inbound.app.listen.bind(inbound.app)
+  inbound.app.listen = (port) => listen(port, '127.0.0.1')
+
+  const storage = new InMemoryStorageService()
+  const kms = new SodiumKeyManagementService()
+  const agent = new Agent({
+    config: { logger: new ConsoleLogger(LogLevel[opts.log]), autoUpdateStorageOnStartup: true },
+    dependencies: agentDependencies,
+    modules: {
+      // The storage service must be registered before the Agent constructor checks for it: a
+      // module's register() runs inside that constructor, before the check.
+      storage: {
+        register(dependencyManager) {
+          dependencyManager.registerInstance(InjectionSymbols.StorageService, storage)
+        },
+      },
+      kms: new Kms.KeyManagementModule({ backends: [kms] }),
+      didcomm: new DidCommModule({
+        transports: { inbound: [inbound], outbound: [new DidCommHttpOutboundTransport()] },
+        // Otherwise Credo's defaults: didexchange 1.1 and connections 1.0 handshakes, did:peer:4,
+        // the default DIDComm v1 media type, every default protocol module.
+        connections: { autoAcceptConnections: true, peerNumAlgoForDidExchangeRequests: peerAlgos[opts.peer] },
+      }),
+    },
+  })
+
+  await agent.initialize()
+
+  // Now the server is (about to be) listening: learn its port and advertise it. Endpoints are
+  // read when an invitation or a DID is made, so setting them after initialize is in time.
+  const server = inbound.server
+  if (!server.listening) await new Promise((resolve, reject) => server.once('listening', resolve).once('error', reject))
+  const { port } = server.address()
+  agent.didcomm.config.endpoints = [`http://127.0.0.1:${port}`]
+  return { agent, port, kms }
+}
+
+// ---- inbound messages ------------------------------------------------------------------------
+
+// Protocols the wallet shows to its user, by protocol name and message name.
+function classify(connectionId, json) {
+  const parsed = parseMessageType(json['@type'] ?? '')
+  const base = { connectionId, id: json['@id'], threadId: json['~thread']?.thid ?? json['@id'] }
+  if (json['~thread']?.pthid) base.parentThreadId = json['~thread'].pthid
+  const what = `${parsed.protocolName}/${parsed.messageName}`
+  switch (what) {
+    case 'action-menu/menu':
+      return {
+        event: 'menu',
+        ...base,
+        title: json.title ?? '',
+        description: json.description ?? '',
+        options: (json.options ?? []).map((o) => ({
+          name: o.name,
+          title: o.title ?? '',
+          description: o.description ?? '',
+          disabled: Boolean(o.disabled),
+        })),
+        body: json,
+      }
+    case 'questionanswer/question':
+      return {
+        event: 'question',
+        ...base,
+        questionText: json.question_text ?? '',
+        questionDetail: json.question_detail ?? '',
+        validResponses: (json.valid_responses ?? []).map((r) => r.text),
+        body: json,
+      }
+    case 'user-profile/profile': {
+      const p = json.profile ?? {}
+      return {
+        event: 'profile',
+        ...base,
+        displayName: p.displayName ?? '',
+        description: p.description ?? '',
+        preferredLanguage: p.preferredLanguage ?? '',
+        sendBackYours: Boolean(json.send_back_yours),
+        body: json,
+      }
+    }
+    case 'receipts/message-receipts':
+      return {
+        event: 'receipts',
+        ...base,
+        receipts: (json.receipts ?? []).map((r) => ({ messageId: r.message_id, state: r.state, timestamp: r.timestamp })),
+        body: json,
+      }
+    default:
+      return { event: 'message', ...base, type: json['@type'], body: json }
+  }
+}
+
+// Protocols whose inbound messages produce no event of their own: texts have theirs, the rest
+// is connection plumbing Credo deals with.
+const unreported = new Set([
+  'basicmessage',
+  'didexchange',
+  'connections',
+  'out-of-band',
+  'trust_ping',
+  'discover-features',
+  'coordinate-mediation',
+  'messagepickup',
+  'routing',
+])
+
+function observe(agent, wallet) {
+  // Count inbound envelopes by packing (Authcrypt / Anoncrypt / plaintext), for `stats`.
+  agent.events.on(DidCommEventTypes.DidCommMessageReceived, ({ payload }) => {
+    let alg = 'plaintext'
+    try {
+      if (payload.message?.protected) alg = JSON.parse(Buffer.from(payload.message.protected, 'base64url')).alg
+    } catch {
+      alg = 'unreadable'
+    }
+    wallet.inbound[alg] = (wallet.inbound[alg] ?? 0) + 1
+  })
+
+  agent.events.on(DidCommConnectionEventTypes.DidCommConnectionStateChanged, ({ payload }) => {
+    const c = payload.connectionRecord
+    if (c.state === DidCommDidExchangeState.Completed && payload.previousState !== c.state) {
+      emit({ event: 'connected', connectionId: c.id, theirLabel: c.theirLabel ?? '', role: c.role, did: c.did, theirDid: c.theirDid })
+    }
+  })
+
+  agent.events.on(DidCommBasicMessageEventTypes.DidCommBasicMessageStateChanged, ({ payload }) => {
+    const { message, basicMessageRecord: record } = payload
+    if (record.role !== DidCommBasicMessageRole.Receiver) return
+    const json = message.toJSON()
+    const event = { event: 'text', connectionId: record.connectionId, id: message.id, content: message.content, threadId: message.threadId }
+    if (message.thread?.parentThreadId) event.parentThreadId = message.thread.parentThreadId
+    if (json.sent_time) event.sentTime = json.sent_time
+    event.body = json
+    emit(event)
+  })
+
+  // Messages of protocols this Credo agent has no handler for (action-menu, question-answer,
+  // user-profile, receipts — modules a Hologram wallet adds on top of Credo) reach no handler:
+  // the fallback handler makes Credo accept them silently instead of answering with a problem
+  // report. The middleware reports every inbound message but basic messages (reported above)
+  // and connection plumbing, whether Credo handles it (problem reports, present-proof, ...) or
+  // not; Credo's handlers still run.
+  agent.didcomm.registerMessageHandlerMiddleware(async (ctx, next) => {
+    if (!unreported.has(parseMessageType(ctx.message.type).protocolName)) {
+      const json = ctx.message.toJSON()
+      const event = classify(ctx.connection?.id ?? '', json)
+      if (event.event === 'menu' && ctx.connection) wallet.lastMenuThread.set(ctx.connection.id, event.threadId)
+      emit(event)
+    }
+    await next()
+  })
+  agent.didcomm.setFallbackMessageHandler(async () => undefined)
+}
+
+// ---- commands --------------------------------------------------------------------------------
+
+function need(cmd, field) {
+  const v = cmd[field]
+  if (typeof v !== 'string' || v === '') throw new Error(`${cmd.cmd}: "${field}" is required`)
+  return v
+}
+
+async function sendRaw(agent, connectionId, json, { anoncrypt = false } = {}) {
+  const plain = { '@id': utils.uuid(), ...json }
+  if (typeof plain['@type'] !== 'string') throw new Error('message: "@type" is required')
+  // A generic DidCommMessage keeps the fields it has no decorator for, so it serializes back to
+  // the JSON it was made from (with ~thread, ~timing, ... parsed as Credo's decorators).
+  const message = JsonTransformer.fromJSON(plain, DidCommMessage)
+  const connection = await agent.didcomm.connections.getById(connectionId)
+  const sender = agent.dependencyManager.resolve(DidCommMessageSender)
+  if (!anoncrypt) {
+    await sender.sendMessage(new DidCommOutboundMessageContext(message, { agentContext: agent.context, connection }))
+    return message.id
+  }
+  // Credo packs Anoncrypt only for forward messages (mediators). To send one on a connection,
+  // use the sender's own steps for a connection (the peer's DIDComm services) but with no
+  // sender key: the envelope service then packs Anoncrypt (sealed box, no sender).
+  const { services } = await sender.retrieveServicesByConnection(agent.context, connection)
+  if (services.length === 0) throw new Error(`connection ${connectionId} has no DIDComm service`)
+  await sender.sendToService(
+    new DidCommOutboundMessageContext(message, {
+      agentContext: agent.context,
+      connection,
+      serviceParams: { service: services[0], senderKey: undefined, returnRoute: false },
+    })
+  )
+  return message.id
+}
+
+function thread(thid) {
+  return thid ? { '~thread': { thid } } : {}
+}
+
+async function run(agent, wallet, opts, cmd) {
+  switch (cmd.cmd) {
+    case 'create-invitation': {
+      const record = await agent.didcomm.oob.createInvitation({
+        label: cmd.label ?? opts.label,
+        multiUseInvitation: Boolean(cmd.multiUse),
+      })
+      const url = record.outOfBandInvitation.toUrl({ domain: agent.didcomm.config.endpoints[0] })
+      return { event: 'invitation', url, invitationId: record.outOfBandInvitation.id }
+    }
+    case 'receive-invitation': {
+      const text = need(cmd, 'url').trim()
+      const config = { label: cmd.label ?? opts.label, autoAcceptInvitation: true, autoAcceptConnection: true }
+      const { connectionRecord } = text.startsWith('{')
+        ? await agent.didcomm.oob.receiveInvitation(parseInvitationJson(JSON.parse(text)), config)
+        : await agent.didcomm.oob.receiveInvitationFromUrl(text, config)
+      if (!connectionRecord) throw new Error('the invitation started no connection (no handshake protocol?)')
+      const c = await agent.didcomm.connections.returnWhenIsConnected(connectionRecord.id, {
+        timeoutMs: cmd.timeoutMs ?? 60000,
+      })
+      return { event: 'connected', connectionId: c.id, theirLabel: c.theirLabel ?? '', role: c.role, did: c.did, theirDid: c.theirDid }
+    }
+    case 'send-text': {
+      const connectionId = need(cmd, 'connectionId')
+      const record = await agent.didcomm.basicMessages.sendMessage(connectionId, need(cmd, 'content'), cmd.replyTo || undefined)
+      return { event: 'sent', id: record.threadId }
+    }
+    case 'send-message': {
+      if (typeof cmd.message !== 'object' || cmd.message === null) throw new Error('send-message: "message" is required')
+      const id = await sendRaw(agent, need(cmd, 'connectionId'), cmd.message, { anoncrypt: Boolean(cmd.anoncrypt) })
+      return { event: 'sent', id }
+    }
+    case 'menu-request': {
+      const message = { '@type': 'https://didcomm.org/action-menu/1.0/menu-request' }
+      return { event: 'sent', id: await sendRaw(agent, need(cmd, 'connectionId'), message) }
+    }
+    case 'perform': {
+      // A perform answers a menu: it goes in the menu's thread (the last menu received on this
+      // connection unless threadId says otherwise).
+      const connectionId = need(cmd, 'connectionId')
+      const thid = cmd.threadId ?? wallet.lastMenuThread.get(connectionId)
+      const message = {
+        '@type': 'https://didcomm.org/action-menu/1.0/perform',
+        name: need(cmd, 'name'),
+        params: cmd.params ?? {},
+        ...thread(thid),
+      }
+      return { event: 'sent', id: await sendRaw(agent, connectionId, message) }
+    }
+    case 'answer': {
+      const message = {
+        '@type': 'https://didcomm.org/questionanswer/1.0/answer',
+        response: need(cmd, 'response'),
+        ...thread(need(cmd, 'threadId')),
+      }
+      return { event: 'sent', id: await sendRaw(agent, need(cmd, 'connectionId'), message) }
+    }
+    case 'profile': {
+      const profile = { displayName: cmd.displayName ?? '' }
+      if (cmd.description) profile.description = cmd.description
+      if (cmd.preferredLanguage) profile.preferredLanguage = cmd.preferredLanguage
+      const message = {
+        '@type': 'https://didcomm.org/user-profile/1.0/profile',
+        profile,
+        send_back_yours: Boolean(cmd.sendBackYours),
+      }
+      return { event: 'sent', id: await sendRaw(agent, need(cmd, 'connectionId'), message) }
+    }
+    case 'stats':
+      return { event: 'stats', kms: { ...wallet.kms.counts }, inbound: { ...wallet.inbound } }
+    default:
+      throw new Error(`unknown command ${JSON.stringify(cmd.cmd)}`)
+  }
+}
+
+// ---- main ------------------------------------------------------------------------------------
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2))
+  const { agent, port, kms } = await startAgent(opts)
+  const wallet = { lastMenuThread: new Map(), inbound: {}, kms }
+  observe(agent, wallet)
+
+  let stopping = false
+  const shutdown = async () => {
+    if (stopping) return
+    stopping = true
+    try {
+      await agent.shutdown()
+    } catch (error) {
+      console.error('shutdown:', error)
+    }
+    process.stdout.write('', () => process.exit(0))
+  }
+
+  // Commands run one at a time, in order (so that two sends keep their order on the wire);
+  // shutdown does not wait for them.
+  let queue = Promise.resolve()
+  const lines = createInterface({ input: process.stdin, crlfDelay: Infinity })
+  lines.on('line', (line) => {
+    if (line.trim() === '') return
+    let cmd
+    try {
+      cmd = JSON.parse(line)
+    } catch (error) {
+      // Not the protocol: the driver is broken, stop rather than guess.
+      die(`bad command line: ${error.message}`)
+      return
+    }
+    if (typeof cmd !== 'object' || cmd === null || Array.isArray(cmd)) {
+      die(`bad command line: not a JSON object: ${line}`)
+      return
+    }
+    const reqId = cmd.reqId
+    if (cmd.cmd === 'shutdown') {
+      void shutdown()
+      return
+    }
+    queue = queue.then(async () => {
+      try {
+        emit({ ...(await run(agent, wallet, opts, cmd)), ...(reqId === undefined ? {} : { reqId }) })
+      } catch (error) {
+        // The caller gets the message; the stack is for debugging.
+        console.error(`${cmd.cmd} failed:`, LogLevel[opts.log] <= LogLevel.debug ? error : error?.message)
+        emit({ event: 'error', message: `${cmd.cmd}: ${error?.message ?? error}`, ...(reqId === undefined ? {} : { reqId }) })
+      }
+    })
+  })
+  // The driver went away: nothing more will come.
+  lines.on('close', () => void shutdown())
+
+  emit({ event: 'ready', label: opts.label, endpoint: agent.didcomm.config.endpoints[0], port, peer: opts.peer })
+}
+
+process.on('unhandledRejection', (error) => {
+  console.error('unhandled rejection:', error)
+  die(`unhandled rejection: ${error?.message ?? error}`)
+})
+
+main().catch((error) => {
+  console.error(error)
+  die(error?.message ?? String(error))
+})
