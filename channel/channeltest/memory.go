@@ -63,7 +63,7 @@ func (m *Memory) deliver(ctx context.Context, e channel.Event) error {
 
 // Connect connects a new wallet holding a credential with claims.
 func (m *Memory) Connect(ctx context.Context, claims map[string]string) (*MemoryWallet, error) {
-	w := &MemoryWallet{m: m, conn: m.id("conn"), claims: claims, wake: make(chan struct{}), proofs: make(map[string]string)}
+	w := &MemoryWallet{m: m, conn: m.id("conn"), claims: claims, proofs: make(map[string]string)}
 	m.mu.Lock()
 	m.wallets[w.conn] = w
 	m.mu.Unlock()
@@ -86,7 +86,7 @@ func (m *Memory) send(conn string, r Received) (string, error) {
 		return "", err
 	}
 	r.ID = m.id("msg")
-	w.push(r)
+	w.inbox.Push(r)
 	return r.ID, nil
 }
 
@@ -141,42 +141,16 @@ type MemoryWallet struct {
 	m      *Memory
 	conn   string
 	claims map[string]string
+	inbox  Queue[Received]
 	mu     sync.Mutex
-	inbox  []Received
-	wake   chan struct{}
 	proofs map[string]string // proof request ids received
-}
-
-func (w *MemoryWallet) push(r Received) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.inbox = append(w.inbox, r)
-	close(w.wake)
-	w.wake = make(chan struct{})
 }
 
 // Conn implements Wallet.
 func (w *MemoryWallet) Conn() string { return w.conn }
 
 // Next implements Wallet.
-func (w *MemoryWallet) Next(ctx context.Context) (Received, error) {
-	for {
-		w.mu.Lock()
-		if len(w.inbox) > 0 {
-			r := w.inbox[0]
-			w.inbox = w.inbox[1:]
-			w.mu.Unlock()
-			return r, nil
-		}
-		wake := w.wake
-		w.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return Received{}, ctx.Err()
-		case <-wake:
-		}
-	}
-}
+func (w *MemoryWallet) Next(ctx context.Context) (Received, error) { return w.inbox.Next(ctx) }
 
 // SendText implements Wallet.
 func (w *MemoryWallet) SendText(ctx context.Context, content, replyTo string) error {

@@ -186,13 +186,12 @@ type fakeWallet struct {
 	claims map[string]string
 
 	mu    sync.Mutex
-	inbox []channeltest.Received
-	wake  chan struct{}
+	inbox channeltest.Queue[channeltest.Received]
 }
 
 // connect connects a wallet: the VS Agent reports the connection "completed".
 func (a *fakeAgent) connect(ctx context.Context, ch *Channel, botURL string, claims map[string]string) (*fakeWallet, error) {
-	w := &fakeWallet{agent: a, ch: ch, botURL: botURL, conn: newUUID(), claims: claims, wake: make(chan struct{})}
+	w := &fakeWallet{agent: a, ch: ch, botURL: botURL, conn: newUUID(), claims: claims}
 	a.mu.Lock()
 	a.wallets[w.conn] = w
 	a.mu.Unlock()
@@ -203,13 +202,7 @@ func (a *fakeAgent) connect(ctx context.Context, ch *Channel, botURL string, cla
 
 func isoNow() string { return time.Now().UTC().Format(timestampLayout) }
 
-func (w *fakeWallet) push(r channeltest.Received) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.inbox = append(w.inbox, r)
-	close(w.wake)
-	w.wake = make(chan struct{})
-}
+func (w *fakeWallet) push(r channeltest.Received) { w.inbox.Push(r) }
 
 // post posts a webhook and requires a 200. The VS Agent does not wait for the bot to run; the
 // test does (webhooks before Run are answered 503 and lost, which webhook_test.go checks).
@@ -330,22 +323,7 @@ func (w *fakeWallet) Decline(ctx context.Context, requestID string) error {
 }
 
 func (w *fakeWallet) Next(ctx context.Context) (channeltest.Received, error) {
-	for {
-		w.mu.Lock()
-		if len(w.inbox) > 0 {
-			r := w.inbox[0]
-			w.inbox = w.inbox[1:]
-			w.mu.Unlock()
-			return r, nil
-		}
-		wake := w.wake
-		w.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return channeltest.Received{}, ctx.Err()
-		case <-wake:
-		}
-	}
+	return w.inbox.Next(ctx)
 }
 
 var _ channeltest.Wallet = (*fakeWallet)(nil)
@@ -418,7 +396,7 @@ func (f *fixture) run(t testing.TB) *channeltest.Events {
 
 // wallet registers a connection with the fake VS Agent without announcing it.
 func (f *fixture) wallet(conn string) *fakeWallet {
-	w := &fakeWallet{agent: f.agent, ch: f.ch, botURL: f.bot.URL, conn: conn, wake: make(chan struct{})}
+	w := &fakeWallet{agent: f.agent, ch: f.ch, botURL: f.bot.URL, conn: conn}
 	f.agent.mu.Lock()
 	f.agent.wallets[conn] = w
 	f.agent.mu.Unlock()

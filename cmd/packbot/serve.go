@@ -16,15 +16,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/channel/didcomm"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
 )
 
 type serveOptions struct {
-	pack  string
-	http  string
-	store storeOptions
+	pack    string
+	http    string
+	store   storeOptions
+	channel channelOptions
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -51,6 +54,7 @@ With no flags and no environment it runs the embedded demo pack on SQLite under 
 	f.StringVar(&o.pack, "pack", "", "agent pack file or folder (env AGENT_PACK_PATH, default ./agent-packs, else the embedded demo)")
 	f.StringVar(&o.http, "http", "", "HTTP listen address (env PACKBOT_HTTP_ADDR, default 127.0.0.1:8080)")
 	o.store.bind(f)
+	o.channel.bind(f)
 	return cmd
 }
 
@@ -67,7 +71,7 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	log.InfoContext(ctx, "agent pack loaded", slog.String("source", p.Source), slog.String("id", p.Metadata.ID),
 		slog.Int("mcp_servers", len(p.MCP.Servers)))
 
-	st, _, err := o.store.open(ctx, a)
+	st, scfg, err := o.store.open(ctx, a)
 	if err != nil {
 		return err
 	}
@@ -76,7 +80,6 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 			log.ErrorContext(ctx, "close store", slog.Any("err", err))
 		}
 	}()
-
 	checkKeyring(ctx, a, p)
 
 	addr := firstNonEmpty(o.http, a.getenv("PACKBOT_HTTP_ADDR"), "127.0.0.1:8080")
@@ -84,36 +87,102 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (set --http or PACKBOT_HTTP_ADDR): %w", addr, err)
 	}
+	serving := false
+	defer func() {
+		if !serving { // Shutdown closes it once the server runs
+			_ = ln.Close()
+		}
+	}()
+	publicURL := firstNonEmpty(o.channel.publicURL, a.getenv("PACKBOT_PUBLIC_URL"), "http://"+ln.Addr().String())
+
+	kind := o.channel.resolve(a)
+	open, ok := channelFactories[kind]
+	if !ok {
+		return fmt.Errorf("unknown channel %q (--channel, PACKBOT_CHANNEL): use didcomm or vsagent", kind)
+	}
+	oc, err := open(ctx, channelDeps{app: a, pack: p, records: st, storeKind: scfg.kind, dataDir: o.store.dir(a), publicURL: publicURL})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := oc.close(); err != nil {
+			log.ErrorContext(ctx, "close channel", slog.Any("err", err))
+		}
+	}()
+
+	mux := newHTTPHandler(st, p, log)
+	if m, ok := oc.ch.(channel.HTTPMounter); ok {
+		m.Mount(mux)
+	}
 	srv := &http.Server{
-		Handler:           newHTTPHandler(st, p, log),
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	errc := make(chan error, 1)
+	serving = true
 	go func() { errc <- srv.Serve(ln) }()
-	log.InfoContext(ctx, "packbot serving", slog.String("http", "http://"+ln.Addr().String()))
+	log.InfoContext(ctx, "packbot serving", slog.String("http", "http://"+ln.Addr().String()), slog.String("channel", kind),
+		slog.String("public_url", publicURL))
+	if oc.invitation != nil {
+		if err := printInvitation(ctx, a, oc.invitation); err != nil {
+			log.ErrorContext(ctx, "invitation", slog.Any("err", err))
+		}
+	}
 
+	// The channel and the conversation run until ctx is done.
+	runCtx, stopRun := context.WithCancel(ctx)
+	bot := newEchoBot(oc.ch, p, log)
+	botDone := make(chan struct{})
+	go func() { defer close(botDone); bot.run(runCtx) }()
+	chErr := make(chan error, 1)
+	go func() { chErr <- oc.ch.Run(runCtx, bot) }()
+
+	var runErr error
+	channelReturned := false
 	select {
 	case err := <-errc:
-		return fmt.Errorf("http server: %w", err)
+		runErr = fmt.Errorf("http server: %w", err)
+	case err := <-chErr:
+		channelReturned = true
+		if err == nil {
+			err = errors.New("returned before shutdown")
+		}
+		runErr = fmt.Errorf("channel %s stopped: %w", kind, err)
 	case <-ctx.Done():
 	}
 	log.InfoContext(ctx, "shutting down")
+	stopRun()
+	if !channelReturned {
+		if err := <-chErr; err != nil && runErr == nil {
+			runErr = fmt.Errorf("channel %s: %w", kind, err)
+		}
+	}
+	<-botDone
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("http shutdown: %w", err)
+	if err := srv.Shutdown(shutdownCtx); err != nil && runErr == nil {
+		runErr = fmt.Errorf("http shutdown: %w", err)
 	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http server: %w", err)
+	if runErr == nil {
+		log.InfoContext(ctx, "stopped")
 	}
-	log.InfoContext(ctx, "stopped")
-	return nil
+	return runErr
 }
 
-// newHTTPHandler serves the operational endpoints. Later parts of the bot (the DIDComm inbound
-// endpoint, the VS Agent webhooks, OAuth callbacks) mount on the same mux.
-func newHTTPHandler(st store.Store, p *packs.Pack, log *slog.Logger) http.Handler {
+// printInvitation prints the channel's invitation as a URL and a terminal QR code on stdout.
+func printInvitation(ctx context.Context, a *app, invitation func(context.Context) (string, error)) error {
+	u, err := invitation(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "\nConnect a wallet with this invitation (or run: packbot wallet --invitation '%s'):\n\n%s\n\n", u, u)
+	return didcomm.WriteQR(a.stdout, u)
+}
+
+// newHTTPHandler serves the operational endpoints; the wallet channel (the DIDComm inbound
+// endpoint, the VS Agent webhooks) and later OAuth callbacks mount on the same mux.
+func newHTTPHandler(st store.Store, p *packs.Pack, log *slog.Logger) *http.ServeMux {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),

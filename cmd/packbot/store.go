@@ -69,8 +69,12 @@ func (o *storeOptions) resolve(a *app) storeConfig {
 		}
 		return storeConfig{kind: "postgres", target: u.String()}
 	}
-	dir := firstNonEmpty(o.dataDir, a.getenv("PACKBOT_DATA_DIR"), "data")
-	return storeConfig{kind: "sqlite", target: filepath.Join(dir, "packbot.db")}
+	return storeConfig{kind: "sqlite", target: filepath.Join(o.dir(a), "packbot.db")}
+}
+
+// dir is the data folder: the SQLite store and local key files live there.
+func (o *storeOptions) dir(a *app) string {
+	return firstNonEmpty(o.dataDir, a.getenv("PACKBOT_DATA_DIR"), "data")
 }
 
 // open opens and migrates the configured store.

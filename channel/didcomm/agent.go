@@ -1,0 +1,334 @@
+package didcomm
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hyperledger/aries-framework-go/pkg/client/didexchange"
+	"github.com/hyperledger/aries-framework-go/pkg/client/outofband"
+	"github.com/hyperledger/aries-framework-go/pkg/didcomm/common/service"
+	"github.com/hyperledger/aries-framework-go/pkg/didcomm/dispatcher"
+	"github.com/hyperledger/aries-framework-go/pkg/didcomm/transport"
+	arieshttp "github.com/hyperledger/aries-framework-go/pkg/didcomm/transport/http"
+	"github.com/hyperledger/aries-framework-go/pkg/framework/aries"
+	"github.com/hyperledger/aries-framework-go/pkg/framework/aries/api"
+	afgoctx "github.com/hyperledger/aries-framework-go/pkg/framework/context"
+	"github.com/hyperledger/aries-framework-go/pkg/secretlock/local"
+	"github.com/hyperledger/aries-framework-go/pkg/store/connection"
+
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/store"
+)
+
+// agentConfig configures the DIDComm agent shared by the bot's channel and the terminal wallet.
+type agentConfig struct {
+	Records store.Records
+	// Namespace prefixes every record this agent keeps ("didcomm/" for the bot).
+	Namespace string
+	// Endpoint is the public URL where peers POST envelopes to this agent.
+	Endpoint string
+	// Label is the agent's name in invitations and DID exchange.
+	Label string
+	// MasterKey (32 bytes) locks the agent's private keys in the store.
+	MasterKey    []byte
+	HTTPClient   *http.Client
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+}
+
+// inboundFunc receives a message addressed to this agent, with the connection it came on.
+type inboundFunc func(ctx context.Context, connID string, msg service.DIDCommMsgMap)
+
+// connectionFunc is told when a connection completes (ready for chat).
+type connectionFunc func(ctx context.Context, connID, theirLabel string)
+
+// agent is one aries-framework-go instance, and the only place that touches afgo's clients.
+type agent struct {
+	cfg     agentConfig
+	log     *slog.Logger
+	fw      *aries.Aries
+	ctx     *afgoctx.Provider
+	oob     *outofband.Client
+	dex     *didexchange.Client
+	lookup  *connection.Lookup
+	inbound *inboundTransport
+	msgs    *messageService
+	life    context.Context // the agent's lifecycle context (storage operations)
+	stop    context.CancelFunc
+	closed  sync.Once
+	closeEr error
+
+	mu      sync.Mutex
+	byDIDs  map[[2]string]string // (myDID, theirDID) → connection id
+	records map[string]*connection.Record
+}
+
+// openAgent builds the framework on packbot's store. Its event loops start in run.
+func openAgent(cfg agentConfig) (*agent, error) {
+	if len(cfg.MasterKey) != 32 {
+		return nil, errors.New("didcomm: master key must be 32 bytes")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	bridgeAFGOLogs(cfg.Logger)
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	life, stop := context.WithCancel(context.Background())
+	a := &agent{
+		cfg: cfg, log: cfg.Logger, life: life, stop: stop,
+		byDIDs: make(map[[2]string]string), records: make(map[string]*connection.Record),
+	}
+	a.inbound = &inboundTransport{endpoint: cfg.Endpoint, maxBody: cfg.MaxBodyBytes, log: cfg.Logger}
+	a.msgs = &messageService{a: a}
+
+	lock, err := local.NewService(strings.NewReader(base64.URLEncoding.EncodeToString(cfg.MasterKey)), nil)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("didcomm: secret lock: %w", err)
+	}
+	out, err := arieshttp.NewOutbound(arieshttp.WithOutboundHTTPClient(cfg.HTTPClient))
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("didcomm: outbound transport: %w", err)
+	}
+	auth, anon := newPackers(&interopFixer{})
+	a.fw, err = aries.New(
+		aries.WithPacker(auth, anon),
+		aries.WithStoreProvider(newStorageProvider(life, cfg.Records, cfg.Namespace+"store/")),
+		aries.WithProtocolStateStoreProvider(newStorageProvider(life, cfg.Records, cfg.Namespace+"state/")),
+		aries.WithSecretLock(lock),
+		aries.WithInboundTransport(a.inbound),
+		aries.WithOutboundTransports(out),
+		// Registered before afgo's defaults, so it also takes present-proof 2.0 from afgo's service.
+		aries.WithProtocols(api.ProtocolSvcCreator{
+			Create: func(api.Provider) (dispatcher.ProtocolService, error) { return a.msgs, nil },
+		}),
+		aries.WithMediaTypeProfiles([]string{transport.MediaTypeAIP2RFC0019Profile, transport.MediaTypeProfileDIDCommAIP1}),
+	)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("didcomm: start framework: %w", err)
+	}
+	if err := a.clients(); err != nil {
+		return nil, errors.Join(err, a.close())
+	}
+	return a, nil
+}
+
+func (a *agent) clients() error {
+	var err error
+	if a.ctx, err = a.fw.Context(); err != nil {
+		return fmt.Errorf("didcomm: framework context: %w", err)
+	}
+	if a.oob, err = outofband.New(a.ctx); err != nil {
+		return fmt.Errorf("didcomm: out-of-band client: %w", err)
+	}
+	if a.dex, err = didexchange.New(a.ctx); err != nil {
+		return fmt.Errorf("didcomm: did-exchange client: %w", err)
+	}
+	if a.lookup, err = connection.NewLookup(a.ctx); err != nil {
+		return fmt.Errorf("didcomm: connection lookup: %w", err)
+	}
+	return nil
+}
+
+// close stops the framework. Safe after a partial open, and idempotent.
+func (a *agent) close() error {
+	a.closed.Do(func() {
+		a.stop()
+		if a.fw != nil {
+			if err := a.fw.Close(); err != nil {
+				a.closeEr = fmt.Errorf("didcomm: close framework: %w", err)
+			}
+		}
+	})
+	return a.closeEr
+}
+
+// run accepts DID exchange requests and reports completed connections until ctx is done.
+func (a *agent) run(ctx context.Context, onInbound inboundFunc, onConnection connectionFunc) error {
+	a.msgs.set(ctx, onInbound)
+	defer a.msgs.clear()
+
+	actions := make(chan service.DIDCommAction, 16)
+	states := make(chan service.StateMsg, 16)
+	if err := a.dex.RegisterActionEvent(actions); err != nil {
+		return fmt.Errorf("didcomm: did-exchange actions: %w", err)
+	}
+	defer func() { _ = a.dex.UnregisterActionEvent(actions) }()
+	if err := a.dex.RegisterMsgEvent(states); err != nil {
+		return fmt.Errorf("didcomm: did-exchange states: %w", err)
+	}
+	defer func() { _ = a.dex.UnregisterMsgEvent(states) }()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case act := <-actions:
+			// Every request or response on our invitation is accepted: who may do what is
+			// decided later, by credentials.
+			act.Continue(nil)
+		case st := <-states:
+			if st.Type != service.PostState || st.StateID != "completed" {
+				continue
+			}
+			props, ok := st.Properties.(didexchange.Event)
+			if !ok {
+				continue
+			}
+			rec, err := a.lookup.GetConnectionRecord(props.ConnectionID())
+			if err != nil {
+				a.log.WarnContext(ctx, "didcomm connection completed but not found", "connection", props.ConnectionID(), "err", err)
+				continue
+			}
+			a.remember(rec)
+			a.log.InfoContext(ctx, "didcomm connection completed", "connection", rec.ConnectionID, "their_label", rec.TheirLabel)
+			onConnection(ctx, rec.ConnectionID, rec.TheirLabel)
+		}
+	}
+}
+
+func (a *agent) remember(rec *connection.Record) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.records[rec.ConnectionID] = rec
+	a.byDIDs[[2]string{rec.MyDID, rec.TheirDID}] = rec.ConnectionID
+}
+
+// connection returns the completed connection with id connID.
+func (a *agent) connection(connID string) (*connection.Record, error) {
+	a.mu.Lock()
+	rec, ok := a.records[connID]
+	a.mu.Unlock()
+	if ok {
+		return rec, nil
+	}
+	rec, err := a.lookup.GetConnectionRecord(connID)
+	if err != nil {
+		return nil, errUnknownConnection(connID, err)
+	}
+	if rec.State != "completed" {
+		return nil, errUnknownConnection(connID, fmt.Errorf("state %s", rec.State))
+	}
+	a.remember(rec)
+	return rec, nil
+}
+
+// connectionByDIDs returns the id of the connection between myDID and theirDID.
+func (a *agent) connectionByDIDs(myDID, theirDID string) (string, error) {
+	a.mu.Lock()
+	id, ok := a.byDIDs[[2]string{myDID, theirDID}]
+	a.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	rec, err := a.lookup.GetConnectionRecordByDIDs(myDID, theirDID)
+	if err != nil {
+		return "", fmt.Errorf("no connection between %s and %s: %w", myDID, theirDID, err)
+	}
+	a.remember(rec)
+	return rec.ConnectionID, nil
+}
+
+// send sends a DIDComm v1 message on a connection. The message keeps its own ~thread.
+func (a *agent) send(connID string, msg any) error {
+	rec, err := a.connection(connID)
+	if err != nil {
+		return err
+	}
+	// The dispatcher wants its own map type; afgo's struct conversion drops promoted fields, so
+	// go through encoding/json.
+	raw, err := json.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("didcomm: encode message: %w", err)
+	}
+	m, err := service.ParseDIDCommMsgMap(raw)
+	if err != nil {
+		return fmt.Errorf("didcomm: encode message: %w", err)
+	}
+	if err := a.ctx.OutboundDispatcher().SendToDID(m, rec.MyDID, rec.TheirDID); err != nil {
+		return fmt.Errorf("didcomm: send to %s: %w", connID, err)
+	}
+	return nil
+}
+
+// messageService is a protocol service for every message type this package handles itself
+// (basic message, action menu, question-answer, user profile, receipts, trust ping, present-proof
+// 2.0): it hands each inbound message on with its connection id.
+type messageService struct {
+	a  *agent
+	mu sync.Mutex
+	fn inboundFunc
+	// ctx is the running channel's context, handed to fn with each message.
+	ctx context.Context
+}
+
+func (s *messageService) set(ctx context.Context, fn inboundFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ctx, s.fn = ctx, fn
+}
+
+func (s *messageService) clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ctx, s.fn = nil, nil
+}
+
+// Name implements dispatcher.ProtocolService.
+func (s *messageService) Name() string { return "packbot" }
+
+// Accept implements dispatcher.ProtocolService.
+func (s *messageService) Accept(msgType string) bool { return knownTypes[msgType] }
+
+// Initialize implements dispatcher.ProtocolService.
+func (s *messageService) Initialize(any) error { return nil }
+
+// HandleOutbound implements dispatcher.ProtocolService; messages go out through agent.send.
+func (s *messageService) HandleOutbound(service.DIDCommMsg, string, string) (string, error) {
+	return "", errors.New("didcomm: send through the agent")
+}
+
+// HandleInbound implements dispatcher.ProtocolService.
+func (s *messageService) HandleInbound(msg service.DIDCommMsg, dc service.DIDCommContext) (string, error) {
+	s.mu.Lock()
+	fn, ctx := s.fn, s.ctx
+	s.mu.Unlock()
+	if fn == nil {
+		return "", errors.New("didcomm: not running")
+	}
+	connID, err := s.a.connectionByDIDs(dc.MyDID(), dc.TheirDID())
+	if err != nil {
+		return "", err
+	}
+	m, ok := msg.(service.DIDCommMsgMap)
+	if !ok {
+		raw, err := json.Marshal(msg)
+		if err != nil {
+			return "", err
+		}
+		if m, err = service.ParseDIDCommMsgMap(raw); err != nil {
+			return "", err
+		}
+	}
+	fn(ctx, connID, m)
+	return "", nil
+}
+
+func errUnknownConnection(connID string, err error) error {
+	return fmt.Errorf("didcomm: connection %s: %w (%w)", connID, channel.ErrUnknownConnection, err)
+}

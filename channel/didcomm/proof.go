@@ -1,0 +1,270 @@
+package didcomm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hyperledger/aries-framework-go/pkg/didcomm/common/service"
+
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/channel/didcomm/credential"
+	"github.com/packbot/packbot/store"
+)
+
+// Present-proof 2.0 (Aries RFC 0454) with a DIF presentation-exchange attachment (RFC 0510).
+// The bot requests, the wallet presents; the request's id is the protocol's thread id.
+const (
+	formatPEDefinition = "dif/presentation-exchange/definitions@v1.0"
+	formatPESubmission = "dif/presentation-exchange/submission@v1.0"
+
+	// Problem-report codes. The first is the one the VS Agent and Hologram wallets use.
+	codeNoCredential       = "e.req.no-compatible-credentials"
+	codeDeclined           = "request-declined"
+	codeVerificationFailed = "verification-failed"
+)
+
+type attachData struct {
+	JSON   json.RawMessage `json:"json,omitempty"`
+	Base64 string          `json:"base64,omitempty"`
+}
+
+type attachment struct {
+	ID       string     `json:"@id"`
+	MimeType string     `json:"mime-type,omitempty"`
+	Data     attachData `json:"data"`
+}
+
+type attachFormat struct {
+	AttachID string `json:"attach_id"`
+	Format   string `json:"format"`
+}
+
+type requestPresentation struct {
+	header
+	Comment     string         `json:"comment,omitempty"`
+	WillConfirm bool           `json:"will_confirm,omitempty"`
+	Formats     []attachFormat `json:"formats"`
+	Attach      []attachment   `json:"request_presentations~attach"`
+}
+
+type presentation struct {
+	header
+	Formats []attachFormat `json:"formats"`
+	Attach  []attachment   `json:"presentations~attach"`
+}
+
+type problemReport struct {
+	header
+	Description struct {
+		Code string `json:"code"`
+		En   string `json:"en,omitempty"`
+	} `json:"description"`
+}
+
+type ackMessage struct {
+	header
+	Status string `json:"status"`
+}
+
+// peRequest is the RFC 0510 request attachment.
+type peRequest struct {
+	Options struct {
+		Challenge string `json:"challenge"`
+		Domain    string `json:"domain"`
+	} `json:"options"`
+	Definition json.RawMessage `json:"presentation_definition"`
+}
+
+// pendingProof is a request waiting for its presentation, kept in the store so that a restart
+// (or another replica) can still verify the answer.
+type pendingProof struct {
+	Conn      string            `json:"conn"`
+	Challenge string            `json:"challenge"`
+	Domain    string            `json:"domain"`
+	Policy    credential.Policy `json:"policy"`
+	Created   time.Time         `json:"created"`
+}
+
+// proofs is the verifier's side of present-proof.
+type proofs struct {
+	a   *agent
+	log *slog.Logger
+	now func() time.Time
+	ns  string
+}
+
+func newProofs(a *agent, log *slog.Logger, now func() time.Time) *proofs {
+	return &proofs{a: a, log: log, now: now, ns: a.cfg.Namespace + "packbot/proofs"}
+}
+
+// domain is the host wallets reach the bot at; presentations must be bound to it.
+func (p *proofs) domain() string {
+	if u, err := url.Parse(p.a.cfg.Endpoint); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return p.a.cfg.Label
+}
+
+// request sends a request-presentation built from r and records it.
+func (p *proofs) request(ctx context.Context, conn string, r channel.ProofRequest) (string, error) {
+	if _, err := p.a.connection(conn); err != nil {
+		return "", err
+	}
+	pol := credential.Policy{Type: r.CredentialType, Issuers: r.Issuers, Formats: r.Formats}
+	if pol.Type == "" {
+		return "", fmt.Errorf("didcomm: request proof: %w: no credential type", channel.ErrRefused)
+	}
+	def, err := credential.Definition(pol, r.Purpose)
+	if err != nil {
+		return "", fmt.Errorf("didcomm: request proof: %w", err)
+	}
+	pend := pendingProof{Conn: conn, Challenge: uuid.NewString(), Domain: p.domain(), Policy: pol, Created: p.now()}
+	var req peRequest
+	req.Options.Challenge, req.Options.Domain, req.Definition = pend.Challenge, pend.Domain, def
+	body, err := json.Marshal(req)
+	if err != nil {
+		return "", err
+	}
+	msg := requestPresentation{header: header{Type: typeRequestPresentation, ID: uuid.NewString()}, Comment: r.Purpose, WillConfirm: true,
+		Formats: []attachFormat{{AttachID: "definition", Format: formatPEDefinition}},
+		Attach:  []attachment{{ID: "definition", MimeType: "application/json", Data: attachData{JSON: body}}}}
+	rec, err := json.Marshal(pend)
+	if err != nil {
+		return "", err
+	}
+	if err := p.a.cfg.Records.PutRecord(ctx, store.Record{Namespace: p.ns, Key: msg.ID, Value: rec,
+		Tags: []store.Tag{{Name: "conn", Value: conn}}}); err != nil {
+		return "", fmt.Errorf("didcomm: record proof request: %w", err)
+	}
+	if err := p.a.send(conn, msg); err != nil {
+		return "", errors.Join(err, p.a.cfg.Records.DeleteRecord(ctx, p.ns, msg.ID))
+	}
+	return msg.ID, nil
+}
+
+// take loads and forgets the pending request thid of conn.
+func (p *proofs) take(ctx context.Context, conn, thid string) (pendingProof, bool) {
+	r, err := p.a.cfg.Records.GetRecord(ctx, p.ns, thid)
+	if err != nil {
+		return pendingProof{}, false
+	}
+	var pend pendingProof
+	if json.Unmarshal(r.Value, &pend) != nil || pend.Conn != conn {
+		return pendingProof{}, false // another connection may not answer this request
+	}
+	if err := p.a.cfg.Records.DeleteRecord(ctx, p.ns, thid); err != nil {
+		p.log.WarnContext(ctx, "didcomm forget proof request", "request", thid, "err", err)
+	}
+	return pend, true
+}
+
+// inbound handles a presentation or a problem report for one of our requests, and returns the
+// event to deliver.
+func (p *proofs) inbound(ctx context.Context, conn string, typ string, m service.DIDCommMsgMap, raw []byte) (channel.Event, bool) {
+	thid, _ := m.ThreadID()
+	switch typ {
+	case typePresentationProblem:
+		var pr problemReport
+		if json.Unmarshal(raw, &pr) != nil {
+			return nil, false
+		}
+		if _, ok := p.take(ctx, conn, thid); !ok {
+			return nil, false
+		}
+		res := channel.PresentationResult{Conn: conn, RequestID: thid, Outcome: channel.Declined, Reason: "declined: " + pr.Description.Code}
+		if strings.Contains(pr.Description.Code, "no-compatible") || pr.Description.Code == "no-credential" {
+			res.Outcome, res.Reason = channel.NoCredential, "no suitable credential"
+		}
+		return res, true
+	case typePresentation:
+		pend, ok := p.take(ctx, conn, thid)
+		if !ok {
+			p.log.WarnContext(ctx, "didcomm presentation for no pending request", "connection", conn, "thread", thid)
+			return nil, false
+		}
+		res := p.verify(conn, thid, pend, raw)
+		ack := ackMessage{header: header{Type: typePresentationAck, ID: uuid.NewString(), Thread: &thread{ThID: thid}}, Status: "OK"}
+		var reply any = ack
+		if res.Outcome != channel.Verified {
+			pr := problemReport{header: header{Type: typePresentationProblem, ID: uuid.NewString(), Thread: &thread{ThID: thid}}}
+			pr.Description.Code, pr.Description.En = codeVerificationFailed, res.Reason
+			reply = pr
+		}
+		if err := p.a.send(conn, reply); err != nil {
+			p.log.WarnContext(ctx, "didcomm presentation answer", "connection", conn, "err", err)
+		}
+		return res, true
+	}
+	return nil, false
+}
+
+// verify checks a presentation message against its request.
+func (p *proofs) verify(conn, thid string, pend pendingProof, raw []byte) channel.PresentationResult {
+	res := channel.PresentationResult{Conn: conn, RequestID: thid, Outcome: channel.VerificationFailed}
+	var msg presentation
+	if err := json.Unmarshal(raw, &msg); err != nil || len(msg.Attach) == 0 {
+		res.Reason = "malformed presentation message"
+		return res
+	}
+	vp, err := attachmentJSON(msg.Attach[0])
+	if err != nil {
+		res.Reason = "malformed presentation attachment: " + err.Error()
+		return res
+	}
+	got, err := credential.Verify(vp, pend.Challenge, pend.Domain, pend.Policy, p.now())
+	if err != nil {
+		res.Reason = credential.Reason(err) + ": " + err.Error()
+		return res
+	}
+	res.Outcome, res.Claims, res.Issuer, res.Holder, res.Types, res.Expires = channel.Verified, got.Claims, got.Issuer, got.Holder, got.Types, got.Expires
+	return res
+}
+
+// attachmentJSON returns an attachment's content, inline JSON or base64.
+func attachmentJSON(a attachment) ([]byte, error) {
+	if len(a.Data.JSON) > 0 {
+		return a.Data.JSON, nil
+	}
+	if a.Data.Base64 != "" {
+		return decodeBase64(a.Data.Base64)
+	}
+	return nil, errors.New("empty attachment")
+}
+
+// heldRequest is a proof request a wallet received and has not answered yet.
+type heldRequest struct {
+	Conn       string
+	Challenge  string
+	Domain     string
+	Definition json.RawMessage
+	Request    channel.ProofRequest
+}
+
+// parseRequest reads a request-presentation message on the wallet's side.
+func parseRequest(conn string, raw []byte) (heldRequest, error) {
+	var msg requestPresentation
+	if err := json.Unmarshal(raw, &msg); err != nil || len(msg.Attach) == 0 {
+		return heldRequest{}, errors.New("malformed request-presentation")
+	}
+	body, err := attachmentJSON(msg.Attach[0])
+	if err != nil {
+		return heldRequest{}, err
+	}
+	var req peRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return heldRequest{}, fmt.Errorf("request attachment: %w", err)
+	}
+	pol, err := credential.PolicyFromDefinition(req.Definition)
+	if err != nil {
+		return heldRequest{}, err
+	}
+	return heldRequest{Conn: conn, Challenge: req.Options.Challenge, Domain: req.Options.Domain, Definition: req.Definition,
+		Request: channel.ProofRequest{Purpose: msg.Comment, CredentialType: pol.Type, Issuers: pol.Issuers, Formats: pol.Formats}}, nil
+}

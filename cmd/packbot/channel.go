@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/channel/didcomm"
+	"github.com/packbot/packbot/channel/vsagent"
+	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/store"
+)
+
+// channelOptions choose and configure the wallet channel.
+type channelOptions struct {
+	kind      string
+	publicURL string
+}
+
+func (o *channelOptions) bind(f *pflag.FlagSet) {
+	f.StringVar(&o.kind, "channel", "", "wallet channel: didcomm (embedded agent) or vsagent (env PACKBOT_CHANNEL; default vsagent when VS_AGENT_ADMIN_URL is set, else didcomm)")
+	f.StringVar(&o.publicURL, "public-url", "", "URL where wallets reach this server (env PACKBOT_PUBLIC_URL, default http://<--http address>)")
+}
+
+// openedChannel is a channel and what serve does with it besides Run.
+type openedChannel struct {
+	ch    channel.Channel
+	close func() error
+	// invitation returns the URL to print (didcomm only).
+	invitation func(ctx context.Context) (string, error)
+}
+
+// channelDeps is what a channel factory gets.
+type channelDeps struct {
+	app       *app
+	pack      *packs.Pack
+	records   store.Records
+	storeKind string
+	dataDir   string
+	publicURL string
+}
+
+// channelFactories maps a channel name to its constructor (explicit, no init registration).
+var channelFactories = map[string]func(ctx context.Context, d channelDeps) (*openedChannel, error){
+	"didcomm": openDIDComm,
+	"vsagent": openVSAgent,
+}
+
+func (o *channelOptions) resolve(a *app) string {
+	if k := firstNonEmpty(o.kind, a.getenv("PACKBOT_CHANNEL")); k != "" {
+		return k
+	}
+	if a.getenv("VS_AGENT_ADMIN_URL") != "" {
+		return "vsagent"
+	}
+	return "didcomm"
+}
+
+func openDIDComm(ctx context.Context, d channelDeps) (*openedChannel, error) {
+	key, err := didcommKey(d.app, d.dataDir, d.storeKind)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := didcomm.Open(ctx, didcomm.Config{
+		Records:   d.records,
+		PublicURL: d.publicURL,
+		Label:     firstNonEmpty(d.pack.Metadata.DisplayName, d.pack.Metadata.ID, "packbot"),
+		Profile:   channel.Profile{DisplayName: firstNonEmpty(d.pack.Metadata.DisplayName, "packbot"), Description: d.pack.Metadata.Description},
+		MasterKey: key,
+		Logger:    d.app.logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &openedChannel{ch: ch, close: ch.Close, invitation: ch.Invitation}, nil
+}
+
+func openVSAgent(_ context.Context, d channelDeps) (*openedChannel, error) {
+	admin := d.app.getenv("VS_AGENT_ADMIN_URL")
+	if admin == "" {
+		return nil, errors.New("channel vsagent: set VS_AGENT_ADMIN_URL to the VS Agent's admin API")
+	}
+	ch, err := vsagent.New(vsagent.Config{AdminURL: admin, Logger: d.app.logger.With("component", "vsagent")})
+	if err != nil {
+		return nil, fmt.Errorf("channel vsagent: %w", err)
+	}
+	return &openedChannel{ch: ch, close: func() error { return nil }}, nil
+}
+
+// EnvDIDCommKey holds the master key of the DIDComm agent (64 hex characters).
+const EnvDIDCommKey = "PACKBOT_DIDCOMM_KEY"
+
+// didcommKey returns the key that locks the DIDComm agent's private keys in the store:
+// PACKBOT_DIDCOMM_KEY, else a key file in the data folder, created on first use. Replicas that
+// share PostgreSQL must share the key, so with PostgreSQL a key file is a warning.
+func didcommKey(a *app, dataDir, storeKind string) ([]byte, error) {
+	if v := a.getenv(EnvDIDCommKey); v != "" {
+		k, err := hex.DecodeString(strings.TrimSpace(v))
+		if err != nil || len(k) != 32 {
+			return nil, fmt.Errorf("%s: want 64 hexadecimal characters (packbot keys gen prints one)", EnvDIDCommKey)
+		}
+		return k, nil
+	}
+	path := filepath.Join(dataDir, "didcomm.key")
+	if storeKind == "postgres" {
+		a.logger.Warn("DIDComm keys are locked with a key file in the data folder; replicas sharing the database need the same "+EnvDIDCommKey,
+			slog.String("file", path))
+	}
+	return keyFile(path)
+}
+
+// keyFile reads a 32-byte hex key file, creating it (0600) when missing.
+func keyFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		k := make([]byte, 32)
+		if _, err := rand.Read(k); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return nil, fmt.Errorf("create %s: %w", path, err)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) { // another process created it meanwhile
+			return keyFile(path)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create %s: %w", path, err)
+		}
+		_, werr := f.WriteString(hex.EncodeToString(k) + "\n")
+		if err := errors.Join(werr, f.Close()); err != nil {
+			return nil, fmt.Errorf("write %s: %w", path, err)
+		}
+		return k, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	k, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(k) != 32 {
+		return nil, fmt.Errorf("%s: not a 64-hex-character key", path)
+	}
+	return k, nil
+}
