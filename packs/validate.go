@@ -131,6 +131,9 @@ func (v *validator) flows() {
 		if c.Type == "" {
 			v.errorf(ap+".credential.type", "must name the W3C credential type to request (e.g. EmployeeCredential)")
 		}
+		if len(c.Issuers) == 0 {
+			v.warnf(ap+".credential.issuers", "no trusted issuers: every presented credential will be refused; list the issuer DIDs")
+		}
 		for i, iss := range c.Issuers {
 			if !strings.HasPrefix(iss, "did:") {
 				v.errorf(indexPath(ap+".credential.issuers", i), "%q is not a DID (did:key:…, did:web:…)", iss)

@@ -83,6 +83,7 @@ type Harness struct {
 type Events struct {
 	mu     sync.Mutex
 	byConn map[string][]channel.Event
+	ready  []string // connections that became ready, not yet taken by Ready
 	wake   chan struct{}
 }
 
@@ -96,6 +97,9 @@ func (r *Events) HandleEvent(_ context.Context, e channel.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.byConn[e.Connection()] = append(r.byConn[e.Connection()], e)
+	if _, ok := e.(channel.ConnectionReady); ok {
+		r.ready = append(r.ready, e.Connection())
+	}
 	close(r.wake)
 	r.wake = make(chan struct{})
 }
@@ -114,6 +118,27 @@ func (r *Events) Next(ctx context.Context, conn string) (channel.Event, error) {
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("no event for connection %s: %w", conn, ctx.Err())
+		case <-wake:
+		}
+	}
+}
+
+// Ready returns the next connection that became ready (for a test that did not start it and
+// does not know its id), waiting until ctx is done. Its ConnectionReady event stays queued.
+func (r *Events) Ready(ctx context.Context) (string, error) {
+	for {
+		r.mu.Lock()
+		if len(r.ready) > 0 {
+			c := r.ready[0]
+			r.ready = r.ready[1:]
+			r.mu.Unlock()
+			return c, nil
+		}
+		wake := r.wake
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no connection became ready: %w", ctx.Err())
 		case <-wake:
 		}
 	}

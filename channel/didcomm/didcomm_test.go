@@ -232,3 +232,32 @@ func TestPresentationOutcomes(t *testing.T) {
 		}
 	})
 }
+
+// TestTrustPing: the bot answers a trust ping in the ping's thread.
+func TestTrustPing(t *testing.T) {
+	ctx := testContext(t)
+	st := testStores(t)["SQLite"](t)
+	bot := startBot(t, st, nil, "")
+	ev := running(t, bot)
+	tw, err := newTestWallet(t, ctx, bot.ch, st, map[string]string{"name": "Ana"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	channeltest.Expect[channel.ConnectionReady](ctx, t, ev, tw.Conn())
+	id, err := tw.w.Ping(ctx, tw.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		e, err := tw.next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Pong {
+			if e.ReplyTo != id {
+				t.Fatalf("pong in thread %q, want %q", e.ReplyTo, id)
+			}
+			return
+		}
+	}
+}

@@ -61,6 +61,8 @@ type WalletEvent struct {
 	Receipts     *channel.Receipts
 	// ProofAnswer is the verifier's answer to a presentation: accepted, or the reason it was not.
 	ProofAnswer *ProofAnswer
+	// Pong answers a Ping; ReplyTo is the ping's id.
+	Pong bool
 }
 
 // ProofAnswer is the verifier's ack or problem report.
@@ -220,6 +222,9 @@ func (w *Wallet) inbound(ctx context.Context, conn string, m service.DIDCommMsgM
 			w.log.WarnContext(ctx, "wallet ping response", "err", err)
 		}
 		return e, false
+	case typePingResponse:
+		thid, _ := m.ThreadID()
+		e.Pong, e.ReplyTo = true, thid
 	default:
 		return e, false
 	}
@@ -232,6 +237,13 @@ func (w *Wallet) SendText(_ context.Context, conn, content, replyTo string) (str
 	if replyTo != "" {
 		msg.Thread = &thread{PThID: replyTo}
 	}
+	return msg.ID, w.a.send(conn, msg)
+}
+
+// Ping sends a trust ping asking for a response (a Pong event); it returns the ping's id.
+func (w *Wallet) Ping(_ context.Context, conn string) (string, error) {
+	yes := true
+	msg := pingMessage{header: header{Type: typePing, ID: uuid.NewString()}, ResponseRequested: &yes}
 	return msg.ID, w.a.send(conn, msg)
 }
 

@@ -184,9 +184,7 @@ type fakeWallet struct {
 	botURL string
 	conn   string
 	claims map[string]string
-
-	mu    sync.Mutex
-	inbox channeltest.Queue[channeltest.Received]
+	inbox  channeltest.Queue[channeltest.Received]
 }
 
 // connect connects a wallet: the VS Agent reports the connection "completed".

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -25,9 +26,11 @@ import (
 type channelOptions struct {
 	kind      string
 	publicURL string
+	maxBody   int64
 }
 
 func (o *channelOptions) bind(f *pflag.FlagSet) {
+	f.Int64Var(&o.maxBody, "max-body-bytes", 0, "largest inbound message or webhook (env PACKBOT_MAX_BODY_BYTES, default 1 MiB)")
 	f.StringVar(&o.kind, "channel", "", "wallet channel: didcomm (embedded agent) or vsagent (env PACKBOT_CHANNEL; default vsagent when VS_AGENT_ADMIN_URL is set, else didcomm)")
 	f.StringVar(&o.publicURL, "public-url", "", "URL where wallets reach this server (env PACKBOT_PUBLIC_URL, default http://<--http address>)")
 }
@@ -48,12 +51,29 @@ type channelDeps struct {
 	storeKind string
 	dataDir   string
 	publicURL string
+	maxBody   int64
 }
 
 // channelFactories maps a channel name to its constructor (explicit, no init registration).
 var channelFactories = map[string]func(ctx context.Context, d channelDeps) (*openedChannel, error){
 	"didcomm": openDIDComm,
 	"vsagent": openVSAgent,
+}
+
+// maxBodyBytes is --max-body-bytes, else PACKBOT_MAX_BODY_BYTES, else 0 (the channel's default).
+func (o *channelOptions) maxBodyBytes(a *app) (int64, error) {
+	if o.maxBody != 0 {
+		return o.maxBody, nil
+	}
+	v := a.getenv("PACKBOT_MAX_BODY_BYTES")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("PACKBOT_MAX_BODY_BYTES %q: want a positive number of bytes", v)
+	}
+	return n, nil
 }
 
 func (o *channelOptions) resolve(a *app) string {
@@ -72,12 +92,13 @@ func openDIDComm(ctx context.Context, d channelDeps) (*openedChannel, error) {
 		return nil, err
 	}
 	ch, err := didcomm.Open(ctx, didcomm.Config{
-		Records:   d.records,
-		PublicURL: d.publicURL,
-		Label:     firstNonEmpty(d.pack.Metadata.DisplayName, d.pack.Metadata.ID, "packbot"),
-		Profile:   channel.Profile{DisplayName: firstNonEmpty(d.pack.Metadata.DisplayName, "packbot"), Description: d.pack.Metadata.Description},
-		MasterKey: key,
-		Logger:    d.app.logger,
+		Records:      d.records,
+		PublicURL:    d.publicURL,
+		Label:        firstNonEmpty(d.pack.Metadata.DisplayName, d.pack.Metadata.ID, "packbot"),
+		Profile:      channel.Profile{DisplayName: firstNonEmpty(d.pack.Metadata.DisplayName, "packbot"), Description: d.pack.Metadata.Description},
+		MasterKey:    key,
+		MaxBodyBytes: d.maxBody,
+		Logger:       d.app.logger,
 	})
 	if err != nil {
 		return nil, err
@@ -90,7 +111,7 @@ func openVSAgent(_ context.Context, d channelDeps) (*openedChannel, error) {
 	if admin == "" {
 		return nil, errors.New("channel vsagent: set VS_AGENT_ADMIN_URL to the VS Agent's admin API")
 	}
-	ch, err := vsagent.New(vsagent.Config{AdminURL: admin, Logger: d.app.logger.With("component", "vsagent")})
+	ch, err := vsagent.New(vsagent.Config{AdminURL: admin, MaxBodyBytes: d.maxBody, Logger: d.app.logger.With("component", "vsagent")})
 	if err != nil {
 		return nil, fmt.Errorf("channel vsagent: %w", err)
 	}

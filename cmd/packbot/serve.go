@@ -93,14 +93,25 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 			_ = ln.Close()
 		}
 	}()
-	publicURL := firstNonEmpty(o.channel.publicURL, a.getenv("PACKBOT_PUBLIC_URL"), "http://"+ln.Addr().String())
+	publicURL := firstNonEmpty(o.channel.publicURL, a.getenv("PACKBOT_PUBLIC_URL"))
+	if publicURL == "" {
+		publicURL = defaultPublicURL(ln.Addr())
+		if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
+			log.WarnContext(ctx, "listening on all interfaces without PACKBOT_PUBLIC_URL: wallets are told "+publicURL+
+				", which only this machine can reach; set --public-url or PACKBOT_PUBLIC_URL")
+		}
+	}
 
 	kind := o.channel.resolve(a)
 	open, ok := channelFactories[kind]
 	if !ok {
 		return fmt.Errorf("unknown channel %q (--channel, PACKBOT_CHANNEL): use didcomm or vsagent", kind)
 	}
-	oc, err := open(ctx, channelDeps{app: a, pack: p, records: st, storeKind: scfg.kind, dataDir: o.store.dir(a), publicURL: publicURL})
+	maxBody, err := o.channel.maxBodyBytes(a)
+	if err != nil {
+		return err
+	}
+	oc, err := open(ctx, channelDeps{app: a, pack: p, records: st, storeKind: scfg.kind, dataDir: o.store.dir(a), publicURL: publicURL, maxBody: maxBody})
 	if err != nil {
 		return err
 	}
@@ -119,6 +130,15 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	// The channel and the conversation run until ctx is done; they start before the server, so
+	// that no inbound message or webhook arrives before the channel runs.
+	runCtx, stopRun := context.WithCancel(ctx)
+	bot := newEchoBot(oc.ch, p, log)
+	botDone := make(chan struct{})
+	go func() { defer close(botDone); bot.run(runCtx) }()
+	chErr := make(chan error, 1)
+	go func() { chErr <- oc.ch.Run(runCtx, bot) }()
+
 	errc := make(chan error, 1)
 	serving = true
 	go func() { errc <- srv.Serve(ln) }()
@@ -129,14 +149,6 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 			log.ErrorContext(ctx, "invitation", slog.Any("err", err))
 		}
 	}
-
-	// The channel and the conversation run until ctx is done.
-	runCtx, stopRun := context.WithCancel(ctx)
-	bot := newEchoBot(oc.ch, p, log)
-	botDone := make(chan struct{})
-	go func() { defer close(botDone); bot.run(runCtx) }()
-	chErr := make(chan error, 1)
-	go func() { chErr <- oc.ch.Run(runCtx, bot) }()
 
 	var runErr error
 	channelReturned := false
@@ -168,6 +180,19 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 		log.InfoContext(ctx, "stopped")
 	}
 	return runErr
+}
+
+// defaultPublicURL is http:// and the listen address, with an unspecified host (0.0.0.0, ::)
+// replaced by 127.0.0.1.
+func defaultPublicURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // printInvitation prints the channel's invitation as a URL and a terminal QR code on stdout.

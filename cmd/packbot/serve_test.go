@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +19,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store/sqlstore"
@@ -27,11 +32,30 @@ var servingAddr = regexp.MustCompile(`http://([0-9.]+:[0-9]+)`)
 
 // packbotProcess is packbot running as its own process (the test binary acting as main).
 type packbotProcess struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	logs bytes.Buffer
-	addr chan string
-	done chan error
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	logs   bytes.Buffer
+	stdout lockedBuffer
+	addr   chan string
+	done   chan error
+}
+
+// lockedBuffer is a bytes.Buffer safe for a process writing while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startPackbot starts packbot in dir with only the given environment (no inherited variables).
@@ -45,6 +69,7 @@ func startPackbot(t *testing.T, dir string, env []string, args ...string) *packb
 		t.Fatal(err)
 	}
 	p := &packbotProcess{cmd: cmd, addr: make(chan string, 1), done: make(chan error, 1)}
+	cmd.Stdout = &p.stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -195,5 +220,66 @@ func TestReadyzReportsStoreDown(t *testing.T) {
 	_ = st.Close()
 	if code, body := get(t, srv.URL+"/readyz"); code != 503 || !strings.Contains(body, "not ready") {
 		t.Fatalf("closed store: %d %q", code, body)
+	}
+}
+
+// TestServeVSAgent: with VS_AGENT_ADMIN_URL set, serve uses the vsagent channel: its webhooks are
+// mounted on packbot's server, and answers go to the VS Agent's admin API.
+func TestServeVSAgent(t *testing.T) {
+	posted := make(chan map[string]any, 16)
+	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		if r.URL.Path == "/v1/message" {
+			posted <- m
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"%s"}`, uuid.NewString())
+	}))
+	defer admin.Close()
+	dir := t.TempDir()
+	p := startPackbot(t, dir, []string{"PACKBOT_HTTP_ADDR=127.0.0.1:0", "VS_AGENT_ADMIN_URL=" + admin.URL}, "serve")
+	addr := p.waitServing(t)
+	if strings.Contains(p.stdout.String(), "invitation") {
+		t.Fatal("the vsagent channel printed an invitation")
+	}
+	webhook := func(route, body string) {
+		resp, err := http.Post("http://"+addr+route, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", route, resp.StatusCode)
+		}
+	}
+	webhook("/connection-state-updated", `{"type":"connection-state-updated","connectionId":"c1","invitationId":"i1","state":"completed","timestamp":"2026-01-01T00:00:00Z"}`)
+	webhook("/message-received", `{"type":"message-received","timestamp":"2026-01-01T00:00:00Z","message":{"type":"text","id":"m1","connectionId":"c1","timestamp":"2026-01-01T00:00:00Z","content":"hi"}}`)
+	for {
+		select {
+		case m := <-posted:
+			if m["type"] == "text" && m["content"] == "echo: hi" && m["connectionId"] == "c1" {
+				return
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("no echo posted to the VS Agent")
+		}
+	}
+}
+
+func TestDefaultPublicURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"0.0.0.0:8080":   "http://127.0.0.1:8080",
+		"[::]:8080":      "http://127.0.0.1:8080",
+		"127.0.0.1:9000": "http://127.0.0.1:9000",
+		"10.1.2.3:80":    "http://10.1.2.3:80",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := defaultPublicURL(a); got != want {
+			t.Errorf("%s → %s, want %s", addr, got, want)
+		}
 	}
 }

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/packbot/packbot/channel/didcomm"
+	"github.com/packbot/packbot/channel/didcomm/credential"
+	"github.com/packbot/packbot/store/sqlstore"
+)
+
+type walletOptions struct {
+	dir         string
+	invitation  string
+	credentials []string
+	name        string
+	lang        string
+	http        string
+	scripted    bool
+}
+
+func newWalletCmd(a *app) *cobra.Command {
+	var o walletOptions
+	cmd := &cobra.Command{
+		Use:   "wallet",
+		Short: "A terminal wallet (DIDComm holder) to chat with any packbot",
+		Long: `A DIDComm holder in the terminal, on the same code as packbot's own channel: it connects to a
+bot from its invitation, shows texts, the menu (numbered, with badges) and questions (numbered
+answers), and presents credentials after asking.
+
+Interactive mode: type text to chat; ":m" asks for the menu, ":m N" selects item N, ":a N"
+answers the last question with option N, ":q" quits, ":h" helps. When the bot asks for a
+credential you are asked y/n first.
+
+Scripted mode (--scripted) reads actions and writes events as JSON lines, for tests and demos:
+  in:  {"action":"text","content":"…"}  {"action":"menu"}  {"action":"select","option":"ID"}
+       {"action":"answer","question":"ID","response":"Yes"}  {"action":"profile","name":"…","lang":"es"}
+       {"action":"present","request":"ID"}  {"action":"decline","request":"ID"}  {"action":"ping"}
+       {"action":"quit"}
+  out: ready, connected, text, menu, question, proof-request, proof-answer, no-credential,
+       profile, invitation, receipts, pong, sent, error — each {"event":NAME,…}
+
+The wallet keeps its keys, connection and port in --data-dir, so running it again reconnects to
+the same bot without an invitation.`,
+		Example: `  packbot wallet --invitation 'http://127.0.0.1:8080/invitation?oob=…' --credential ana.json --name Ana --lang es
+  packbot wallet --scripted < actions.jsonl`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runWallet(ctx, a, o, cmd.InOrStdin())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.invitation, "invitation", "", "the bot's invitation: URL, JSON, or a file holding either (needed the first time)")
+	f.StringArrayVar(&o.credentials, "credential", nil, "credential file to hold (repeatable; from 'packbot credential issue')")
+	f.StringVar(&o.name, "name", "packbot wallet", "display name sent in the profile")
+	f.StringVar(&o.lang, "lang", "en", "preferred language sent in the profile")
+	f.StringVar(&o.http, "http", "", "address for the wallet's own endpoint (default: 127.0.0.1 and a port kept in --data-dir)")
+	f.BoolVar(&o.scripted, "scripted", false, "JSON lines on stdin and stdout instead of the interactive prompt")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "did",
+		Short: "Print the wallet's holder DID (the subject for 'packbot credential issue')",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			k, err := holderKey(o.dir)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(a.stdout, k.DID())
+			return err
+		},
+	})
+	cmd.PersistentFlags().StringVar(&o.dir, "data-dir", "wallet-data", "where the wallet keeps its keys, store and connection")
+	return cmd
+}
+
+// walletState is what the wallet remembers between runs.
+type walletState struct {
+	Addr       string `json:"addr"`
+	Connection string `json:"connection,omitempty"`
+	Invitation string `json:"invitation,omitempty"`
+}
+
+func loadState(dir string) (walletState, error) {
+	var s walletState
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return s, err
+	}
+	return s, json.Unmarshal(b, &s)
+}
+
+func saveState(dir string, s walletState) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "state.json"), append(b, '\n'), 0o600)
+}
+
+// holderKey loads the wallet's holder key, creating it on first use.
+func holderKey(dir string) (*credential.Key, error) {
+	path := filepath.Join(dir, "holder.json")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		k, err := credential.GenerateKey()
+		if err != nil {
+			return nil, err
+		}
+		if b, err = json.Marshal(k); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		return k, os.WriteFile(path, b, 0o600)
+	}
+	if err != nil {
+		return nil, err
+	}
+	k := &credential.Key{}
+	if err := json.Unmarshal(b, k); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
+}
+
+// readArg returns s, or the content of the file s names.
+func readArg(s string) ([]byte, error) {
+	if b, err := os.ReadFile(s); err == nil {
+		return b, nil
+	}
+	return []byte(s), nil
+}
+
+func runWallet(ctx context.Context, a *app, o walletOptions, in io.Reader) error {
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		return err
+	}
+	holder, err := holderKey(o.dir)
+	if err != nil {
+		return err
+	}
+	var creds [][]byte
+	for _, c := range o.credentials {
+		b, err := os.ReadFile(c)
+		if err != nil {
+			return fmt.Errorf("--credential: %w", err)
+		}
+		creds = append(creds, []byte(strings.TrimSpace(string(b))))
+	}
+	state, err := loadState(o.dir)
+	if err != nil {
+		return fmt.Errorf("wallet state: %w", err)
+	}
+	addr := firstNonEmpty(o.http, state.Addr, "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("wallet endpoint %s (set --http): %w", addr, err)
+	}
+	state.Addr = ln.Addr().String()
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(o.dir, "wallet.db"), &sqlstore.Options{Logger: a.logger})
+	if err != nil {
+		return errors.Join(err, ln.Close())
+	}
+	defer func() { _ = st.Close() }()
+	key, err := keyFile(filepath.Join(o.dir, "master.key"))
+	if err != nil {
+		return errors.Join(err, ln.Close())
+	}
+	w, err := didcomm.OpenWallet(didcomm.WalletConfig{Records: st, Endpoint: "http://" + state.Addr, Label: o.name, MasterKey: key,
+		Holder: holder, Credentials: creds, Logger: a.logger})
+	if err != nil {
+		return errors.Join(err, ln.Close())
+	}
+	defer func() { _ = w.Close() }()
+	srv := &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+
+	ui := newWalletUI(a, o)
+	events := make(chan didcomm.WalletEvent, 64)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	runDone := make(chan error, 1)
+	go func() { runDone <- w.Run(runCtx, func(_ context.Context, e didcomm.WalletEvent) { events <- e }) }()
+	ui.out(map[string]any{"event": "ready", "did": holder.DID(), "endpoint": "http://" + state.Addr},
+		"wallet %s listening on http://%s", holder.DID(), state.Addr)
+
+	if o.invitation != "" {
+		inv, err := readArg(o.invitation)
+		if err != nil {
+			return err
+		}
+		conn, err := w.Connect(ctx, string(inv))
+		if err != nil {
+			return err
+		}
+		state.Connection, state.Invitation = conn, strings.TrimSpace(string(inv))
+	} else if state.Connection == "" {
+		return errors.New("no connection yet: give the bot's --invitation")
+	} else {
+		ui.connected(state.Connection, "")
+		ui.out(map[string]any{"event": "connected", "connection": state.Connection, "resumed": true},
+			"resumed the connection %s", state.Connection)
+		if err := w.SendProfile(ctx, state.Connection, o.name, o.lang); err != nil {
+			ui.fail(err)
+		}
+	}
+	if err := saveState(o.dir, state); err != nil {
+		return fmt.Errorf("wallet state: %w", err)
+	}
+
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-runCtx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-runDone:
+			return err
+		case e := <-events:
+			if e.Connected && e.Conn == state.Connection {
+				ui.connected(e.Conn, e.Label)
+				if err := w.SendProfile(ctx, e.Conn, o.name, o.lang); err != nil {
+					ui.fail(err)
+				}
+			}
+			ui.show(e)
+		case line, ok := <-lines:
+			if !ok {
+				return nil // end of input
+			}
+			if quit := ui.act(ctx, w, strings.TrimSpace(line)); quit {
+				return nil
+			}
+		}
+	}
+}
