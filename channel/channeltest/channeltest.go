@@ -165,6 +165,17 @@ func Expect[E channel.Event](ctx context.Context, t testing.TB, r *Events, conn 
 	}
 }
 
+// ExpectReceivedErr returns the next text the wallet got, skipping receipts, without a testing.TB
+// (for benchmarks and goroutines).
+func ExpectReceivedErr(ctx context.Context, w Wallet) (Received, error) {
+	for {
+		r, err := w.Next(ctx)
+		if err != nil || r.Text != nil {
+			return r, err
+		}
+	}
+}
+
 // ExpectReceived returns the next message the wallet got, failing the test when it does not
 // satisfy is (e.g. func(r Received) bool { return r.Menu != nil }). Receipts are skipped unless
 // asked for: channels may send them at any time.

@@ -105,9 +105,16 @@ func openAgent(cfg agentConfig) (*agent, error) {
 		return nil, fmt.Errorf("didcomm: outbound transport: %w", err)
 	}
 	auth, anon := newPackers(&interopFixer{})
+	sp := newStorageProvider(life, cfg.Records, cfg.Namespace+"store/")
+	peerVDR, err := newCachedPeerVDR(sp)
+	if err != nil {
+		stop()
+		return nil, err
+	}
 	a.fw, err = aries.New(
 		aries.WithPacker(auth, anon),
-		aries.WithStoreProvider(newStorageProvider(life, cfg.Records, cfg.Namespace+"store/")),
+		aries.WithStoreProvider(sp),
+		aries.WithVDR(peerVDR), // before afgo's own peer VDR, which it shadows
 		aries.WithProtocolStateStoreProvider(newStorageProvider(life, cfg.Records, cfg.Namespace+"state/")),
 		aries.WithSecretLock(lock),
 		aries.WithInboundTransport(a.inbound),

@@ -37,7 +37,7 @@ type botServer struct {
 }
 
 // startBot opens the channel on st with master key key (new when nil) behind a loopback server.
-func startBot(t *testing.T, st store.Records, key []byte, addr string) *botServer {
+func startBot(t testing.TB, st store.Records, key []byte, addr string) *botServer {
 	t.Helper()
 	if key == nil {
 		key = randomKey(t)
@@ -82,7 +82,7 @@ type testWallet struct {
 // issuerForTests signs the test credentials; the harness's proof request trusts it.
 var issuerForTests = credential.DemoIssuer()
 
-func newTestWallet(t *testing.T, ctx context.Context, bot *Channel, st store.Records, claims map[string]string, creds func(holder *credential.Key) [][]byte) (*testWallet, error) {
+func newTestWallet(t testing.TB, ctx context.Context, bot *Channel, st store.Records, claims map[string]string, creds func(holder *credential.Key) [][]byte) (*testWallet, error) {
 	holder, err := credential.GenerateKey()
 	if err != nil {
 		return nil, err

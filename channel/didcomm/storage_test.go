@@ -13,9 +13,9 @@ import (
 )
 
 // testStores opens an empty store of each backend (PostgreSQL when TEST_DATABASE_URL is set).
-func testStores(t *testing.T) map[string]func(t *testing.T) store.Store {
-	return map[string]func(t *testing.T) store.Store{
-		"SQLite": func(t *testing.T) store.Store {
+func testStores(t testing.TB) map[string]func(t testing.TB) store.Store {
+	return map[string]func(t testing.TB) store.Store{
+		"SQLite": func(t testing.TB) store.Store {
 			st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "packbot.db"), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -23,7 +23,7 @@ func testStores(t *testing.T) map[string]func(t *testing.T) store.Store {
 			t.Cleanup(func() { _ = st.Close() })
 			return st
 		},
-		"Postgres": func(t *testing.T) store.Store {
+		"Postgres": func(t testing.TB) store.Store {
 			st, err := sqlstore.OpenPostgres(context.Background(), storetest.PostgresDSN(t), nil)
 			if err != nil {
 				t.Fatal(err)

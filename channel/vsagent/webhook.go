@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/packbot/packbot/channel"
 )
@@ -21,7 +22,8 @@ import (
 //   - 400: malformed JSON, a missing connectionId or a missing required field (the reason is
 //     logged and answered; it never quotes the body);
 //   - 405: not a POST; 413: body over [Config.MaxBodyBytes];
-//   - 503: Run has not started or has returned.
+//   - 503: Run has returned, or did not start within [StartWait] of the webhook's arrival (a
+//     webhook that arrives between Mount and Run waits for Run: the VS Agent never retries).
 func (c *Channel) Mount(mux *http.ServeMux) {
 	for _, route := range []string{routeMessageReceived, routeConnectionState, routeMessageState} {
 		h := c.webhook(route)
@@ -39,7 +41,7 @@ func (c *Channel) webhook(route string) http.HandlerFunc {
 			c.reject(ctx, w, r, route, http.StatusMethodNotAllowed, "method not allowed")
 			return
 		}
-		if !c.accepting() {
+		if !c.waitRunning(ctx) {
 			c.reject(ctx, w, r, route, http.StatusServiceUnavailable, "channel not running")
 			return
 		}
@@ -102,3 +104,26 @@ func (c *Channel) reject(ctx context.Context, w http.ResponseWriter, r *http.Req
 
 // Interface guards.
 var _ channel.HTTPMounter = (*Channel)(nil)
+
+// StartWait bounds how long a webhook that arrives before Run waits for it.
+const StartWait = 10 * time.Second
+
+// waitRunning reports whether Run is delivering, waiting for it to start (at most StartWait, or
+// until the request ends) when it has not yet.
+func (c *Channel) waitRunning(ctx context.Context) bool {
+	switch c.state.Load() {
+	case stateRunning:
+		return true
+	case stateStopped:
+		return false
+	}
+	t := time.NewTimer(StartWait)
+	defer t.Stop()
+	select {
+	case <-c.running:
+		return c.accepting()
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return false
+}

@@ -177,21 +177,29 @@ func TestWebhookUnknownType(t *testing.T) {
 	}
 }
 
-// TestWebhookNotRunning: webhooks before Run and after it returns are answered 503 and make no
-// event.
+// TestWebhookNotRunning: a webhook that arrives before Run waits for it and is delivered (the VS
+// Agent never retries); one whose request ends first, and any after Run returns, is answered
+// 503 and makes no event.
 func TestWebhookNotRunning(t *testing.T) {
 	f := newFixture(t, Config{})
 	ready := `{"type":"connection-state-updated","connectionId":"c1","state":"completed"}`
-	if code := f.post(t, routeConnectionState, ready); code != http.StatusServiceUnavailable {
-		t.Errorf("before Run: %d", code)
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	if code, err := postWebhook(gone, f.bot.URL, routeConnectionState, []byte(ready)); err == nil && code != http.StatusServiceUnavailable {
+		t.Errorf("before Run, request ended: %d", code)
 	}
+	early := make(chan int, 1)
+	go func() {
+		code, _ := postWebhook(t.Context(), f.bot.URL, routeConnectionState, []byte(ready))
+		early <- code
+	}()
 	rec := &recorder{}
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- f.ch.Run(ctx, rec) }()
 	<-f.ch.running
-	if code := f.post(t, routeConnectionState, ready); code != http.StatusOK {
-		t.Errorf("running: %d", code)
+	if code := <-early; code != http.StatusOK {
+		t.Errorf("before Run, then Run: %d", code)
 	}
 	stop()
 	if err := <-done; err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,9 @@ type DB struct {
 	log    *slog.Logger
 	now    func() time.Time
 	closed atomic.Bool
+	// stmts caches prepared statements by query text: preparing is most of the cost of a small
+	// query on SQLite, which otherwise parses the SQL on every call.
+	stmts sync.Map // string → *sql.Stmt
 }
 
 // newDB applies the options, migrates the database and returns the store. On error it closes
@@ -58,6 +62,10 @@ func (db *DB) Close() error {
 	if db.closed.Swap(true) {
 		return nil
 	}
+	db.stmts.Range(func(_, v any) bool {
+		_ = v.(*sql.Stmt).Close()
+		return true
+	})
 	err := db.sql.Close()
 	if db.pool != nil {
 		db.pool.Close()
@@ -115,14 +123,53 @@ type querier interface {
 }
 
 // conn runs queries written in PostgreSQL syntax on the pool or in a transaction: it rebinds
-// them for the dialect, refuses to run after Close, and maps errors with [DB.mapErr].
+// them for the dialect, prepares them once per database, refuses to run after Close, and maps
+// errors with [DB.mapErr].
 type conn struct {
 	db *DB
 	q  querier
+	tx *sql.Tx // set inside a transaction
+	// raw runs queries unprepared: migrations touch tables the pool cannot prepare against yet,
+	// and the PostgreSQL dialect leaves statement caching to pgx.
+	raw bool
+}
+
+// unprepared returns c running its queries without the statement cache.
+func (c conn) unprepared() conn {
+	c.raw = true
+	return c
+}
+
+// prepared returns the statement for query (already rebound), preparing it on first use.
+func (db *DB) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	if s, ok := db.stmts.Load(query); ok {
+		return s.(*sql.Stmt), nil
+	}
+	s, err := db.sql.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := db.stmts.LoadOrStore(query, s); loaded {
+		_ = s.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return s, nil
+}
+
+// stmt returns the prepared statement of query for this conn (bound to the transaction, if any).
+func (c conn) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	s, err := c.db.prepared(ctx, c.db.d.rebind(query))
+	if err != nil {
+		return nil, c.db.mapErr(err)
+	}
+	if c.tx != nil {
+		return c.tx.StmtContext(ctx, s), nil
+	}
+	return s, nil
 }
 
 // conn runs single statements on the pool, outside any transaction.
-func (db *DB) conn() conn { return conn{db: db, q: db.sql} }
+func (db *DB) conn() conn { return conn{db: db, q: db.sql, raw: !db.d.prepare} }
 
 // tx runs fn in one transaction and commits when fn returns nil. On SQLite the transaction
 // takes the write lock when it begins (_txlock=immediate), so read-modify-write needs no more.
@@ -135,7 +182,7 @@ func (db *DB) tx(ctx context.Context, fn func(c conn) error) error {
 		return db.mapErr(err)
 	}
 	defer func() { _ = tx.Rollback() }() // after Commit a no-op; otherwise fn's error is what matters
-	if err := fn(conn{db: db, q: tx}); err != nil {
+	if err := fn(conn{db: db, q: tx, tx: tx, raw: !db.d.prepare}); err != nil {
 		return err
 	}
 	return db.mapErr(tx.Commit())
@@ -145,8 +192,25 @@ func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, 
 	if c.db.closed.Load() {
 		return nil, store.ErrClosed
 	}
-	res, err := c.q.ExecContext(ctx, c.db.d.rebind(query), args...)
+	if c.raw {
+		res, err := c.q.ExecContext(ctx, c.db.d.rebind(query), args...)
+		return res, c.db.mapErr(err)
+	}
+	s, err := c.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.ExecContext(ctx, args...)
 	return res, c.db.mapErr(err)
+}
+
+// execScript runs a script of several statements (a migration), unprepared.
+func (c conn) execScript(ctx context.Context, script string) error {
+	if c.db.closed.Load() {
+		return store.ErrClosed
+	}
+	_, err := c.q.ExecContext(ctx, c.db.d.rebind(script))
+	return c.db.mapErr(err)
 }
 
 // execOne runs a statement that must change a row, and returns ErrNotFound when none matched.
@@ -165,7 +229,14 @@ func (c conn) queryRow(ctx context.Context, query string, args ...any) scanner {
 	if c.db.closed.Load() {
 		return errRow{store.ErrClosed}
 	}
-	return row{c.db, c.q.QueryRowContext(ctx, c.db.d.rebind(query), args...)}
+	if c.raw {
+		return row{c.db, c.q.QueryRowContext(ctx, c.db.d.rebind(query), args...)}
+	}
+	s, err := c.stmt(ctx, query)
+	if err != nil {
+		return errRow{err}
+	}
+	return row{c.db, s.QueryRowContext(ctx, args...)}
 }
 
 // query runs a query and scans every row with scan.
@@ -173,7 +244,17 @@ func query[T any](ctx context.Context, c conn, scan func(scanner) (T, error), q 
 	if c.db.closed.Load() {
 		return nil, store.ErrClosed
 	}
-	rows, err := c.q.QueryContext(ctx, c.db.d.rebind(q), args...)
+	var rows *sql.Rows
+	var err error
+	if c.raw {
+		rows, err = c.q.QueryContext(ctx, c.db.d.rebind(q), args...)
+	} else {
+		var s *sql.Stmt
+		if s, err = c.stmt(ctx, q); err != nil {
+			return nil, err
+		}
+		rows, err = s.QueryContext(ctx, args...)
+	}
 	if err != nil {
 		return nil, c.db.mapErr(err)
 	}

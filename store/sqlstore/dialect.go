@@ -21,6 +21,10 @@ type dialect struct {
 	// migrationLock is run first in every migration transaction so that two processes opening
 	// the same database migrate one after the other; "" when the transaction already does that.
 	migrationLock string
+	// prepare caches prepared statements in [DB]. SQLite needs it (it parses the SQL of every
+	// unprepared call). pgx keeps its own per-connection statement cache, and preparing through
+	// a capped pool from inside transactions that hold every connection would deadlock.
+	prepare bool
 }
 
 var (

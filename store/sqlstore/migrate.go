@@ -69,12 +69,13 @@ func (db *DB) migrate(ctx context.Context) error {
 	for {
 		var applied *migration
 		err := db.tx(ctx, func(c conn) error {
+			c = c.unprepared()
 			if db.d.migrationLock != "" {
-				if _, err := c.exec(ctx, db.d.migrationLock); err != nil {
+				if err := c.execScript(ctx, db.d.migrationLock); err != nil {
 					return fmt.Errorf("lock: %w", err)
 				}
 			}
-			if _, err := c.exec(ctx, qCreateVersionTable); err != nil {
+			if err := c.execScript(ctx, qCreateVersionTable); err != nil {
 				return fmt.Errorf("create version table: %w", err)
 			}
 			var v int
@@ -92,7 +93,7 @@ func (db *DB) migrate(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", m.name, err)
 			}
-			if _, err := c.exec(ctx, script); err != nil {
+			if err := c.execScript(ctx, script); err != nil {
 				return fmt.Errorf("%s: %w", m.name, err)
 			}
 			if _, err := c.exec(ctx, qRecordVersion, m.version, millis(db.now())); err != nil {

@@ -16,7 +16,7 @@ import (
 
 // sqliteDialect rewrites the shared SQL (see [dialect.rebind]). Its write transactions begin
 // with BEGIN IMMEDIATE, so migrations need no lock of their own.
-var sqliteDialect = &dialect{name: sqlite, isConflict: isSQLiteConflict}
+var sqliteDialect = &dialect{name: sqlite, isConflict: isSQLiteConflict, prepare: true}
 
 // sqliteParams configure every connection: wait up to 10s for a lock instead of failing with
 // SQLITE_BUSY, enforce foreign keys, sync the WAL at checkpoints rather than on every commit
