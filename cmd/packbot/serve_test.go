@@ -64,6 +64,7 @@ func startPackbot(t *testing.T, dir string, env []string, args ...string) *packb
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PACKBOT_TEST_AS_MAIN=1"}, env...)
+	cmd.SysProcAttr = childOfTest()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +171,7 @@ func TestServeSIGINTAndJSONLogs(t *testing.T) {
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGINT)
 	if err := <-p.done; err != nil {
-		t.Fatalf("exit after SIGINT: %v", err)
+		t.Fatalf("exit after SIGINT: %v\n%s", err, p.output())
 	}
 	if !strings.Contains(p.output(), `"msg":"stopped"`) {
 		t.Fatalf("json logs:\n%s", p.output())

@@ -34,6 +34,7 @@ func startWallet(t *testing.T, dir string, args ...string) *walletProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"wallet", "--scripted", "--data-dir", dir}, args...)...)
 	cmd.Env = []string{"PACKBOT_TEST_AS_MAIN=1"}
+	cmd.SysProcAttr = childOfTest()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

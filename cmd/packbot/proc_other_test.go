@@ -1,0 +1,7 @@
+//go:build !linux
+
+package main
+
+import "syscall"
+
+func childOfTest() *syscall.SysProcAttr { return nil }
