@@ -9,7 +9,9 @@ type Event interface {
 	isEvent()
 }
 
-// ConnectionReady: a connection is established and ready for chat.
+// ConnectionReady: a connection is established and ready for chat. A channel delivers it before
+// any other event of the connection; it may deliver it again for a connection it already
+// reported (after a restart, a reconnection), so handlers treat it as idempotent.
 type ConnectionReady struct {
 	Conn string
 	// Label is the wallet's own label, if it gave one.

@@ -207,6 +207,7 @@ func Run(t *testing.T, open func(t *testing.T) Harness) {
 		{"Menu", testMenu},
 		{"Question", testQuestion},
 		{"Profile", testProfile},
+		{"ReadyFirst", testReadyFirst},
 		{"Proof", testProof},
 		{"InvitationAndReceipts", testInvitationAndReceipts},
 		{"OrderAndIsolation", testOrderAndIsolation},
@@ -317,6 +318,24 @@ func testQuestion(ctx context.Context, t *testing.T, h Harness, ev *Events) {
 	if a := Expect[channel.QuestionAnswered](ctx, t, ev, w.Conn()); a.QuestionID != qid || a.Response != "Yes" {
 		t.Fatalf("answer %+v, want question %s", a, qid)
 	}
+}
+
+// testReadyFirst: a wallet that speaks the moment it is connected still has its ConnectionReady
+// delivered first.
+func testReadyFirst(ctx context.Context, t *testing.T, h Harness, ev *Events) {
+	w, err := h.Connect(ctx, anaClaims)
+	if err != nil {
+		t.Fatalf("connect a wallet: %v", err)
+	}
+	if err := w.SendProfile(ctx, "Ana", "es"); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := ev.Next(ctx, w.Conn()); err != nil {
+		t.Fatal(err)
+	} else if _, ok := e.(channel.ConnectionReady); !ok {
+		t.Fatalf("first event %T, want ConnectionReady", e)
+	}
+	Expect[channel.ProfileReceived](ctx, t, ev, w.Conn())
 }
 
 func testProfile(ctx context.Context, t *testing.T, h Harness, ev *Events) {

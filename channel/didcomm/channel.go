@@ -53,6 +53,10 @@ type Channel struct {
 	mu      sync.Mutex
 	handler channel.Handler
 	runCtx  context.Context
+
+	// ready holds the connections whose ConnectionReady was delivered, so that it comes once per
+	// run and before any other event of the connection.
+	ready sync.Map
 }
 
 // Open builds the agent on cfg.Records. It does not start delivering events: mount it, then Run.
@@ -117,8 +121,27 @@ func (c *Channel) Run(ctx context.Context, h channel.Handler) error {
 		c.mu.Unlock()
 	}()
 	return c.a.run(ctx, c.inbound, func(ctx context.Context, connID, label string) {
-		c.emit(ctx, channel.ConnectionReady{Conn: connID, Label: label})
+		if _, done := c.ready.LoadOrStore(connID, true); !done {
+			c.emit(ctx, channel.ConnectionReady{Conn: connID, Label: label})
+		}
 	})
+}
+
+// readyFirst makes ConnectionReady the first event of a connection in this run. A wallet may
+// send as soon as its side of DID exchange completes, before afgo has completed (and reported)
+// the bot's side; the ready event is then delivered here, and not again when afgo reports it.
+// After a restart, a connection's first message brings it again (the contract allows that).
+func (c *Channel) readyFirst(ctx context.Context, connID string) {
+	if _, done := c.ready.Load(connID); done {
+		return
+	}
+	label := ""
+	if rec, err := c.a.lookup.GetConnectionRecord(connID); err == nil {
+		label = rec.TheirLabel
+	}
+	if _, done := c.ready.LoadOrStore(connID, true); !done {
+		c.emit(ctx, channel.ConnectionReady{Conn: connID, Label: label})
+	}
 }
 
 func (c *Channel) emit(ctx context.Context, e channel.Event) {
@@ -132,6 +155,7 @@ func (c *Channel) emit(ctx context.Context, e channel.Event) {
 
 // inbound turns a DIDComm message into an event, or answers protocol chores itself.
 func (c *Channel) inbound(ctx context.Context, connID string, m service.DIDCommMsgMap) {
+	c.readyFirst(ctx, connID)
 	typ := normalizeType(m.Type())
 	raw, err := json.Marshal(m)
 	if err != nil {

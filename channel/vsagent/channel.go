@@ -70,6 +70,9 @@ type Channel struct {
 	running chan struct{}   // closed when Run starts delivering
 
 	locks connLocks // one delivery at a time per connection
+	// ready holds the connections whose ConnectionReady was delivered in this run: the VS Agent
+	// may post a message (a profile) before "completed", and the contract wants it first.
+	ready sync.Map
 }
 
 // New returns a channel for the VS Agent at cfg.AdminURL. It does no I/O.
@@ -175,6 +178,16 @@ func (c *Channel) deliver(e channel.Event) bool {
 	}
 	unlock := c.locks.lock(e.Connection())
 	defer unlock()
+	if _, done := c.ready.LoadOrStore(e.Connection(), true); !done {
+		if _, isReady := e.(channel.ConnectionReady); !isReady {
+			c.handler.HandleEvent(c.runCtx, channel.ConnectionReady{Conn: e.Connection()})
+		}
+	} else if _, isReady := e.(channel.ConnectionReady); isReady {
+		return true // already reported in this run
+	}
+	if closed, ok := e.(channel.ConnectionClosed); ok {
+		c.ready.Delete(closed.Conn)
+	}
 	c.handler.HandleEvent(c.runCtx, e)
 	return true
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 
 	"github.com/packbot/packbot/channel"
@@ -40,19 +39,18 @@ func Example() {
 		done <- vs.Run(ctx, channel.HandlerFunc(func(_ context.Context, e channel.Event) { events <- e }))
 	}()
 
-	// The VS Agent posts a webhook; until Run has started it is answered 503.
+	// The VS Agent posts a webhook (one that arrives before Run waits for it).
 	webhook := `{"type":"message-received","timestamp":"2026-03-01T10:20:30.123Z",` +
 		`"message":{"type":"text","id":"in-1","connectionId":"conn-1","content":"hello"}}`
-	for {
+	answered := make(chan int, 1)
+	go func() {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/message-received", strings.NewReader(webhook)))
-		if rec.Code != http.StatusServiceUnavailable {
-			fmt.Println("webhook answered", rec.Code)
-			break
-		}
-		runtime.Gosched()
-	}
+		answered <- rec.Code
+	}()
+	<-events // the connection's ConnectionReady comes first
 	in := (<-events).(channel.TextReceived)
+	fmt.Println("webhook answered", <-answered)
 	fmt.Printf("%s says %q\n", in.Conn, in.Content)
 
 	id, err := vs.SendText(ctx, in.Conn, channel.Text{Content: "hi!", ReplyTo: in.MessageID})

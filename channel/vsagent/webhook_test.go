@@ -62,22 +62,54 @@ func (f *fixture) runWith(t *testing.T, h channel.Handler) {
 
 // TestWebhookEvents drives every documented webhook through HTTP and checks the event the
 // handler got, synchronously: the webhook is answered after the handler returned.
+// Each case runs on a fresh channel: the first event of a connection is its ConnectionReady.
 func TestWebhookEvents(t *testing.T) {
+	for _, tc := range inboundCases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{})
+			rec := &recorder{}
+			f.runWith(t, rec)
+			if code := f.post(t, tc.route, tc.body); code != http.StatusOK {
+				t.Errorf("status %d", code)
+			}
+			got := rec.take()
+			var want []channel.Event
+			if tc.want != nil {
+				if _, isReady := tc.want.(channel.ConnectionReady); !isReady {
+					want = append(want, channel.ConnectionReady{Conn: tc.want.Connection()})
+				}
+				want = append(want, tc.want)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("events %#v, want %#v", got, want)
+			}
+		})
+	}
+}
+
+// TestReadyOnce: a connection's ConnectionReady comes once, before its other events, even when
+// the VS Agent posts a message before the connection is "completed"; after it closes, it comes
+// again.
+func TestReadyOnce(t *testing.T) {
 	f := newFixture(t, Config{})
 	rec := &recorder{}
 	f.runWith(t, rec)
-	for _, tc := range inboundCases {
-		if code := f.post(t, tc.route, tc.body); code != http.StatusOK {
-			t.Errorf("%s: status %d", tc.name, code)
+	profile := msg(`{"type":"profile","connectionId":"c9","displayName":"Ana","preferredLanguage":"es"}`)
+	completed := `{"type":"connection-state-updated","connectionId":"c9","state":"completed"}`
+	terminated := `{"type":"connection-state-updated","connectionId":"c9","state":"terminated"}`
+	for _, b := range []struct{ route, body string }{{routeMessageReceived, profile}, {routeConnectionState, completed},
+		{routeConnectionState, completed}, {routeConnectionState, terminated}, {routeConnectionState, completed}} {
+		if code := f.post(t, b.route, b.body); code != http.StatusOK {
+			t.Fatalf("status %d", code)
 		}
-		got := rec.take()
-		var want []channel.Event
-		if tc.want != nil {
-			want = []channel.Event{tc.want}
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: events %#v, want %#v", tc.name, got, want)
-		}
+	}
+	var kinds []string
+	for _, e := range rec.take() {
+		kinds = append(kinds, fmt.Sprintf("%T", e))
+	}
+	want := []string{"channel.ConnectionReady", "channel.ProfileReceived", "channel.ConnectionClosed", "channel.ConnectionReady"}
+	if !reflect.DeepEqual(kinds, want) {
+		t.Fatalf("events %v, want %v", kinds, want)
 	}
 }
 
@@ -234,6 +266,9 @@ type serialChecker struct {
 }
 
 func (s *serialChecker) HandleEvent(_ context.Context, e channel.Event) {
+	if _, ok := e.(channel.ConnectionReady); ok {
+		return // delivered first for each connection
+	}
 	s.mu.Lock()
 	n := s.inside[e.Connection()]
 	s.mu.Unlock()

@@ -156,11 +156,15 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	case err := <-errc:
 		runErr = fmt.Errorf("http server: %w", err)
 	case err := <-chErr:
+		// Run also returns when ctx ends (its context derives from it): only an early return,
+		// or an error, is a failure.
 		channelReturned = true
-		if err == nil {
+		if err == nil && ctx.Err() == nil {
 			err = errors.New("returned before shutdown")
 		}
-		runErr = fmt.Errorf("channel %s stopped: %w", kind, err)
+		if err != nil {
+			runErr = fmt.Errorf("channel %s stopped: %w", kind, err)
+		}
 	case <-ctx.Done():
 	}
 	log.InfoContext(ctx, "shutting down")

@@ -100,6 +100,7 @@ func (w *walletProc) expect(ctx context.Context, kind string) map[string]any {
 			if e["event"] == "error" {
 				w.t.Fatalf("wallet error while waiting for %s: %v", kind, e["message"])
 			}
+			w.t.Logf("(skipped %v while waiting for %s)", e, kind)
 		}
 	}
 }
