@@ -165,6 +165,9 @@ type Server struct {
 // UserControlled reports whether each user brings their own credentials to this server.
 func (s *Server) UserControlled() bool { return s.AccessMode == UserControlled }
 
+// OAuth reports whether users sign in to this server with OAuth 2.1.
+func (s *Server) OAuth() bool { return s.Authentication != nil && s.Authentication.Mode == AuthOAuth2 }
+
 // Allowed reports whether the server's allowlist (if any) admits tool.
 func (s *Server) Allowed(tool string) bool {
 	return len(s.Allowlist) == 0 || slices.Contains(s.Allowlist, tool)
@@ -248,6 +251,9 @@ type ApprovalPolicy struct {
 	// AllowSelfApproval lets a requester who holds an approver role run the tool at once.
 	AllowSelfApproval bool `yaml:"allowSelfApproval"`
 }
+
+// AuthOAuth2 is the only authentication mode of a server.
+const AuthOAuth2 = "oauth2"
 
 // ServerAuth configures OAuth 2.1 for a user-controlled server (packbot extension).
 type ServerAuth struct {

@@ -235,7 +235,7 @@ func (v *validator) server(path string, s *Server) {
 func (v *validator) access(path string, s *Server) {
 	if s.Authentication != nil {
 		ap := joinPath(path, "authentication")
-		if s.Authentication.Mode != "oauth2" {
+		if s.Authentication.Mode != AuthOAuth2 {
 			v.errorf(joinPath(ap, "mode"), "unknown authentication mode %q: use oauth2", s.Authentication.Mode)
 		}
 		if !s.UserControlled() {

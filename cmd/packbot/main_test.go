@@ -9,9 +9,11 @@ import (
 )
 
 // TestMain lets the test binary act as the packbot binary: a test that needs a real process
-// (signals, exit status) runs os.Args[0] with PACKBOT_TEST_AS_MAIN=1.
+// (signals, exit status) runs os.Args[0] with PACKBOT_TEST_AS_MAIN=1. A pack that starts
+// ${PACKBOT_SELF} as a stdio MCP server starts the test binary with packbot arguments (and a
+// minimal environment), so arguments that are not test flags also mean "act as packbot".
 func TestMain(m *testing.M) {
-	if os.Getenv("PACKBOT_TEST_AS_MAIN") == "1" {
+	if os.Getenv("PACKBOT_TEST_AS_MAIN") == "1" || (len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-test.")) {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
 	}
 	os.Exit(m.Run())

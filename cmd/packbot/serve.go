@@ -80,7 +80,7 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 			log.ErrorContext(ctx, "close store", slog.Any("err", err))
 		}
 	}()
-	checkKeyring(ctx, a, p)
+	kr := checkKeyring(ctx, a, p)
 
 	addr := firstNonEmpty(o.http, a.getenv("PACKBOT_HTTP_ADDR"), "127.0.0.1:8080")
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
@@ -125,6 +125,10 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	if m, ok := oc.ch.(channel.HTTPMounter); ok {
 		m.Mount(mux)
 	}
+	pool, err := openMCP(ctx, a, p, st, kr, publicURL, mux)
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -133,6 +137,8 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	// The channel and the conversation run until ctx is done; they start before the server, so
 	// that no inbound message or webhook arrives before the channel runs.
 	runCtx, stopRun := context.WithCancel(ctx)
+	poolDone := make(chan struct{})
+	go func() { defer close(poolDone); _ = pool.Run(runCtx) }()
 	bot := newEchoBot(oc.ch, p, log)
 	botDone := make(chan struct{})
 	go func() { defer close(botDone); bot.run(runCtx) }()
@@ -175,6 +181,7 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 		}
 	}
 	<-botDone
+	<-poolDone
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && runErr == nil {
@@ -250,12 +257,13 @@ func newHTTPHandler(st store.Store, p *packs.Pack, log *slog.Logger) *http.Serve
 	return mux
 }
 
-// checkKeyring says at start when per-user MCP configuration is unavailable: a warning when the
-// pack has user-controlled servers, a note otherwise.
-func checkKeyring(ctx context.Context, a *app, p *packs.Pack) {
-	_, err := secret.KeyringFromEnv(a.env)
+// checkKeyring returns the keyring of MCP_CONFIG_ENCRYPTION_KEY, or says at start why per-user
+// MCP configuration is unavailable (a warning when the pack has user-controlled servers, a note
+// otherwise) and returns nil.
+func checkKeyring(ctx context.Context, a *app, p *packs.Pack) *secret.Keyring {
+	kr, err := secret.KeyringFromEnv(a.env)
 	if err == nil {
-		return
+		return kr
 	}
 	needed := false
 	for i := range p.MCP.Servers {
@@ -268,7 +276,8 @@ func checkKeyring(ctx context.Context, a *app, p *packs.Pack) {
 	msg := "user-controlled MCP configuration is unavailable"
 	if errors.Is(err, secret.ErrNoKey) {
 		a.logger.Log(ctx, level, msg, slog.String("reason", secret.EnvKey+" is not set"), slog.String("fix", "packbot keys gen"))
-		return
+		return nil
 	}
 	a.logger.Log(ctx, max(level, slog.LevelWarn), msg, slog.Any("err", err))
+	return nil
 }

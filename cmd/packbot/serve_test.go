@@ -101,6 +101,23 @@ func (p *packbotProcess) output() string {
 	return p.logs.String()
 }
 
+// waitLog waits until the logs hold want, and fails if packbot exits first.
+func (p *packbotProcess) waitLog(t *testing.T, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for !strings.Contains(p.output(), want) {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("packbot exited before logging %q (%v):\n%s", want, err, p.output())
+		case <-ctx.Done():
+			t.Fatalf("packbot never logged %q:\n%s", want, p.output())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // waitServing returns the address packbot serves on, or fails if it exits first.
 func (p *packbotProcess) waitServing(t *testing.T) string {
 	t.Helper()
@@ -145,6 +162,8 @@ func TestServeEmbeddedDefault(t *testing.T) {
 		!strings.Contains(body, "go_goroutines") {
 		t.Fatalf("/metrics %d:\n%.500s", code, body)
 	}
+	// The demo pack's MCP server (this binary, over stdio) connects in the background.
+	p.waitLog(t, `msg="MCP session open" component=mcp server=bank protocol=2026-07-28 tools=9`)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/packbot/packbot/mcp"
+	"github.com/packbot/packbot/mcp/demoserver"
+	"github.com/packbot/packbot/packs"
+)
+
+func newMCPCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Check a pack's MCP servers; run the demo MCP server",
+	}
+	cmd.AddCommand(newMCPSmokeCmd(a), newMCPDemoServerCmd(a))
+	return cmd
+}
+
+type smokeOptions struct {
+	pack    string
+	server  string
+	headers []string
+	call    string
+	args    string
+}
+
+func newMCPSmokeCmd(a *app) *cobra.Command {
+	var o smokeOptions
+	cmd := &cobra.Command{
+		Use:   "smoke",
+		Short: "Connect to one MCP server of a pack: initialize, list tools, optionally call one",
+		Long: `Connect to one MCP server of a pack with the pack's transport, URL or command, headers and
+timeout; initialize, list every tool (name, description, input schema summary) and optionally
+call one. Prints the negotiated protocol version and the time of each step. Exits 1 with the
+reason in plain words when the server cannot be reached, refuses the credentials (the
+WWW-Authenticate challenge is shown), or does not speak MCP.
+
+The pack is found as 'serve' finds it (--pack, AGENT_PACK_PATH, ./agent-packs, the embedded
+demo). For a user-controlled server, give the user's credentials with --header.`,
+		Example: `  packbot mcp smoke --server bank
+  packbot mcp smoke --pack packs/wise-corporate --server wise --header "Authorization=Bearer $TOKEN"
+  packbot mcp smoke --server bank --call get_exchange_rate --args '{"from":"EUR","to":"USD"}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runMCPSmoke(cmd.Context(), a, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.pack, "pack", "", "agent pack file or folder (default: as serve finds it)")
+	f.StringVar(&o.server, "server", "", "name of the MCP server in the pack (default: the pack's only server)")
+	f.StringArrayVar(&o.headers, "header", nil, "extra request header NAME=VALUE (repeatable); overrides the pack's")
+	f.StringVar(&o.call, "call", "", "tool to call after listing")
+	f.StringVar(&o.args, "args", "{}", "JSON object of arguments for --call")
+	return cmd
+}
+
+func runMCPSmoke(ctx context.Context, a *app, o smokeOptions) error {
+	p, err := a.loadPack(o.pack, a.stderr)
+	if err != nil {
+		return err
+	}
+	srv, err := pickServer(p, o.server)
+	if err != nil {
+		return err
+	}
+	headers := make(map[string]string, len(o.headers))
+	for _, h := range o.headers {
+		k, v, ok := strings.Cut(h, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return fmt.Errorf("--header %q: use NAME=VALUE", h)
+		}
+		headers[strings.TrimSpace(k)] = v
+	}
+	w := a.stdout
+	fmt.Fprintf(w, "server %s: %s %s\n", srv.Name, srv.Transport, target(srv))
+	rep, err := mcp.Smoke(ctx, srv, mcp.SmokeOptions{Headers: headers, Tool: o.call, Arguments: json.RawMessage(o.args), Logger: a.logger})
+	printSmoke(w, rep)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "FAILED: %s\n", smokeReason(err, srv))
+		return exitError{code: 1}
+	}
+	if rep.Call != nil && rep.Call.IsError {
+		fmt.Fprintf(a.stderr, "FAILED: the tool %s answered with an error (see above)\n", o.call)
+		return exitError{code: 1}
+	}
+	return nil
+}
+
+// pickServer finds the server to smoke-test.
+func pickServer(p *packs.Pack, name string) (packs.Server, error) {
+	var names []string
+	for _, s := range p.MCP.Servers {
+		if s.Name == name || (name == "" && len(p.MCP.Servers) == 1) {
+			return s, nil
+		}
+		names = append(names, s.Name)
+	}
+	if len(names) == 0 {
+		return packs.Server{}, fmt.Errorf("%s: the pack has no MCP servers", p.Source)
+	}
+	if name == "" {
+		return packs.Server{}, fmt.Errorf("%s: say which server with --server: %s", p.Source, strings.Join(names, ", "))
+	}
+	return packs.Server{}, fmt.Errorf("%s: no MCP server %q; the pack has: %s", p.Source, name, strings.Join(names, ", "))
+}
+
+func target(s packs.Server) string {
+	if s.Transport == packs.TransportStdio {
+		return strings.TrimSpace(s.Command + " " + strings.Join(s.Args, " "))
+	}
+	return s.URL
+}
+
+func printSmoke(w io.Writer, rep *mcp.SmokeReport) {
+	if rep == nil {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, st := range rep.Steps {
+		fmt.Fprintf(tw, "  %s\t%s\n", st.Name, st.Took.Round(10*time.Microsecond))
+	}
+	_ = tw.Flush()
+	if rep.Protocol != "" {
+		fmt.Fprintf(w, "protocol %s, server %s %s\n", rep.Protocol, rep.ServerName, rep.ServerVersion)
+	}
+	if len(rep.Steps) < 2 {
+		return
+	}
+	fmt.Fprintf(w, "%d tool(s) listed, %d offered\n", rep.Listed, len(rep.Tools))
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, t := range rep.Tools {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.Name, oneLine(t.Description, 60), mcp.SchemaSummary(t.InputSchema))
+	}
+	_ = tw.Flush()
+	if c := rep.Call; c != nil {
+		status := "ok"
+		if c.IsError {
+			status = "tool error"
+		}
+		fmt.Fprintf(w, "call: %s\n%s\n", status, c.Text)
+	}
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// smokeReason says in plain words why a smoke test failed, and what to try.
+func smokeReason(err error, s packs.Server) string {
+	var aerr *mcp.AuthError
+	switch {
+	case errors.As(err, &aerr):
+		msg := fmt.Sprintf("the server refused the credentials (HTTP %d)", aerr.Status)
+		if aerr.Challenge != "" {
+			msg += "\n  WWW-Authenticate: " + aerr.Challenge
+		}
+		return msg + "\n  give them with --header \"Authorization=Bearer …\" or in the server's headers in the pack"
+	case errors.Is(err, mcp.ErrTimeout):
+		return fmt.Sprintf("no answer within %d ms (timeoutMs)\n  %v", s.TimeoutMs, err)
+	case errors.Is(err, mcp.ErrUnreachable):
+		if s.Transport == packs.TransportStdio {
+			return fmt.Sprintf("could not start or talk to %q\n  %v", s.Command, err)
+		}
+		return fmt.Sprintf("cannot reach %s\n  %v", s.URL, err)
+	case errors.Is(err, mcp.ErrProtocol):
+		return fmt.Sprintf("%s does not answer as an MCP server (%s transport)\n  %v", target(s), s.Transport, err)
+	}
+	return err.Error()
+}
+
+type demoServerOptions struct {
+	http  string
+	token string
+}
+
+func newMCPDemoServerCmd(a *app) *cobra.Command {
+	var o demoServerOptions
+	cmd := &cobra.Command{
+		Use:   "demo-server",
+		Short: "Run the demo bank MCP server (stdio, or HTTP with --http)",
+		Long: `Run the demo MCP server: a small in-memory bank ledger (exchange rates, profiles, balances,
+transfers, recipients, send_money, invoices). Without --http it speaks MCP over stdin and
+stdout, as the embedded demo pack starts it; with --http it serves streamable HTTP at /mcp and
+SSE at /sse. With --token (env DEMO_MCP_TOKEN) every HTTP request needs
+"Authorization: Bearer <token>". Logs go to stderr.`,
+		Example: `  packbot mcp demo-server
+  packbot mcp demo-server --http 127.0.0.1:8091 --token dev-wise-token`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runDemoServer(ctx, a, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.http, "http", "", "serve HTTP on this address instead of stdio")
+	f.StringVar(&o.token, "token", "", "bearer token HTTP clients must send (env DEMO_MCP_TOKEN)")
+	return cmd
+}
+
+func runDemoServer(ctx context.Context, a *app, o demoServerOptions) error {
+	token := firstNonEmpty(o.token, a.getenv("DEMO_MCP_TOKEN"))
+	s := demoserver.New(&demoserver.Options{Logger: a.logger, Token: token, Version: version()})
+	if o.http == "" {
+		if token != "" {
+			a.logger.WarnContext(ctx, "--token applies to HTTP only; stdio is not authenticated")
+		}
+		return quietCancel(ctx, s.RunStdio(ctx, os.Stdin, a.stdout))
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.http)
+	if err != nil {
+		return fmt.Errorf("listen on %s (--http): %w", o.http, err)
+	}
+	a.logger.InfoContext(ctx, "demo MCP server listening", slog.String("streamable_http", "http://"+ln.Addr().String()+demoserver.PathStreamable),
+		slog.String("sse", "http://"+ln.Addr().String()+demoserver.PathSSE), slog.Bool("token", token != ""))
+	return quietCancel(ctx, s.RunHTTP(ctx, ln))
+}
+
+// quietCancel turns the error of a server stopped by a signal into a clean exit.
+func quietCancel(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

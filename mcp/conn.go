@@ -1,0 +1,302 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/packbot/packbot/packs"
+)
+
+// Bounds on what a server may list, so that a hostile or broken server cannot exhaust the bot.
+const (
+	maxListPages  = 100
+	maxListedTool = 50_000
+)
+
+// conn is one session slot: the shared session of an admin-controlled server, or one user's
+// session on a user-controlled server. It dials on demand, one dial at a time, and forgets a
+// session that ended or broke so that the next use dials again.
+type conn struct {
+	p        *Pool
+	srv      *packs.Server
+	identity string // "" for a shared session
+	headers  headerFunc
+	env      []string
+	obs      observer
+	refresh  chan struct{} // list_changed signals, buffered 1
+
+	mu       sync.Mutex
+	sess     *mcpsdk.ClientSession
+	ended    chan struct{} // closed when sess ends
+	dialing  chan struct{} // non-nil while a dial runs; closed when it is over
+	dialErr  error         // outcome of the last dial
+	closed   bool
+	lastUsed time.Time
+	inflight int
+
+	confirmed atomic.Bool // the user's credential was seen to work
+}
+
+func newConn(p *Pool, srv *packs.Server, identity string, headers headerFunc, env []string) *conn {
+	return &conn{p: p, srv: srv, identity: identity, headers: headers, env: env, refresh: make(chan struct{}, 1)}
+}
+
+func (c *conn) log() *slog.Logger {
+	if c.identity == "" {
+		return c.p.log.With("server", c.srv.Name)
+	}
+	return c.p.log.With("server", c.srv.Name, "user", c.identity)
+}
+
+func (c *conn) timeout() time.Duration { return time.Duration(c.srv.TimeoutMs) * time.Millisecond }
+
+// session returns the live session, dialing when there is none. Callers that arrive while a
+// dial runs wait for its outcome instead of dialing again.
+func (c *conn) session(ctx context.Context) (*mcpsdk.ClientSession, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if c.sess != nil {
+		s := c.sess
+		c.mu.Unlock()
+		return s, nil
+	}
+	if wait := c.dialing; wait != nil {
+		c.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.sess != nil {
+			return c.sess, nil
+		}
+		if c.dialErr == nil {
+			return nil, ErrClosed
+		}
+		return nil, c.dialErr
+	}
+	done := make(chan struct{})
+	c.dialing = done
+	c.mu.Unlock()
+
+	sess, cancel, tools, err := c.dial(ctx)
+
+	c.mu.Lock()
+	c.dialing, c.dialErr = nil, err
+	closed := err == nil && c.closed
+	if err == nil && !closed {
+		ended := make(chan struct{})
+		c.sess, c.ended = sess, ended
+		c.watch(sess, ended, cancel)
+	}
+	c.mu.Unlock()
+	close(done)
+	if closed {
+		_ = sess.Close()
+		cancel()
+		return nil, ErrClosed
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.p.discovered(c, tools)
+	c.p.connected(ctx, c)
+	return sess, nil
+}
+
+// dial connects, initializes and lists the tools. The session outlives ctx (only the dial is
+// bounded by ctx and the server's timeout); cancel releases its context once it has ended.
+func (c *conn) dial(ctx context.Context) (sess *mcpsdk.ClientSession, cancel func(), tools []Tool, err error) {
+	start := c.p.now()
+	sess, cancel, err = c.connect(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lctx, cancelList := context.WithTimeout(ctx, c.timeout())
+	defer cancelList()
+	listed, err := c.list(lctx, sess)
+	if err != nil {
+		_ = sess.Close()
+		cancel()
+		return nil, nil, nil, fmt.Errorf("list tools of MCP server %s: %w", c.srv.Name, classify(lctx, err, &c.obs))
+	}
+	tools = admit(c.log(), c.srv, listed, c.p.maxTools)
+	c.log().Info("MCP session open", "protocol", sess.InitializeResult().ProtocolVersion,
+		"tools", len(tools), "took", c.p.now().Sub(start))
+	return sess, cancel, tools, nil
+}
+
+// connect opens and initializes a session within the server's timeout.
+func (c *conn) connect(ctx context.Context) (*mcpsdk.ClientSession, func(), error) {
+	t, err := transportFor(c.srv, c.p.transport, c.headers, &c.obs, c.env, c.p.stderrFor(c.srv.Name))
+	if err != nil {
+		return nil, nil, err
+	}
+	refresh := c.refresh
+	client := mcpsdk.NewClient(&mcpsdk.Implementation{Name: c.p.clientName, Version: c.p.clientVersion}, &mcpsdk.ClientOptions{
+		Logger: c.log(),
+		ToolListChangedHandler: func(context.Context, *mcpsdk.ToolListChangedRequest) {
+			select {
+			case refresh <- struct{}{}:
+			default:
+			}
+		},
+	})
+	dctx, cancelDial := context.WithTimeout(ctx, c.timeout())
+	defer cancelDial()
+	// The session's own context must not end with the dial (the SSE transport ties its stream to
+	// it), so the dial deadline cancels it only while the dial runs.
+	sctx, cancelSession := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(dctx, cancelSession)
+	sess, err := client.Connect(sctx, t, nil)
+	if !stop() && err == nil {
+		_ = sess.Close()
+		err = dctx.Err()
+	}
+	if err != nil {
+		cancelSession()
+		return nil, nil, fmt.Errorf("connect to MCP server %s: %w", c.srv.Name, classify(dctx, err, &c.obs))
+	}
+	return sess, cancelSession, nil
+}
+
+// list returns every tool the server lists, across pages, within bounds.
+func (c *conn) list(ctx context.Context, sess *mcpsdk.ClientSession) ([]*mcpsdk.Tool, error) {
+	var all []*mcpsdk.Tool
+	params := &mcpsdk.ListToolsParams{}
+	for page := 1; ; page++ {
+		res, err := sess.ListTools(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, res.Tools...)
+		if res.NextCursor == "" {
+			return all, nil
+		}
+		if page == maxListPages || len(all) >= maxListedTool {
+			c.log().Warn("MCP server keeps paging its tool list; reading no further", "pages", page, "tools", len(all))
+			return all, nil
+		}
+		params = &mcpsdk.ListToolsParams{Cursor: res.NextCursor}
+	}
+}
+
+// watch starts the two goroutines a live session owns: one notices the session's end, the other
+// refreshes the tool list on list_changed. Both stop when the session ends.
+func (c *conn) watch(sess *mcpsdk.ClientSession, ended chan struct{}, cancel func()) {
+	c.p.wg.Go(func() {
+		_ = sess.Wait()
+		c.forget(sess)
+		cancel()
+		close(ended)
+	})
+	c.p.wg.Go(func() {
+		for {
+			select {
+			case <-ended:
+				return
+			case <-c.refresh:
+				ctx, cancel := context.WithTimeout(context.Background(), c.timeout())
+				listed, err := c.list(ctx, sess)
+				cancel()
+				if err != nil {
+					c.log().Warn("MCP tool list refresh failed", "error", classify(ctx, err, &c.obs))
+					continue
+				}
+				c.p.listChanged(c, admit(c.log(), c.srv, listed, c.p.maxTools))
+			}
+		}
+	})
+}
+
+// forget drops sess if it is still the current session, and closes it.
+func (c *conn) forget(sess *mcpsdk.ClientSession) {
+	c.mu.Lock()
+	current := c.sess == sess
+	if current {
+		c.sess = nil
+	}
+	c.mu.Unlock()
+	if current {
+		_ = sess.Close()
+	}
+}
+
+// close ends the slot for good.
+func (c *conn) close() {
+	c.mu.Lock()
+	c.closed = true
+	sess := c.sess
+	c.sess = nil
+	c.mu.Unlock()
+	if sess != nil {
+		_ = sess.Close()
+	}
+}
+
+// begin and end bracket a use of the slot (for idle tracking and LRU eviction).
+func (c *conn) begin(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inflight++
+	c.lastUsed = now
+}
+
+func (c *conn) end(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inflight--
+	c.lastUsed = now
+}
+
+func (c *conn) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inflight == 0
+}
+
+// idleFor returns how long the slot has been unused at now (0 while in use).
+func (c *conn) idleFor(now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inflight > 0 {
+		return 0
+	}
+	return now.Sub(c.lastUsed)
+}
+
+// state returns whether a session is live and the last dial error.
+func (c *conn) state() (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sess != nil, c.dialErr
+}
+
+// endedChan returns the channel closed when the current session ends (nil when none).
+func (c *conn) endedChan() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess == nil {
+		return nil
+	}
+	return c.ended
+}
+
+// retriable reports whether a failed request certainly never reached the server, so that it is
+// safe to send it again on a new session: the connection was refused, or the server no longer
+// knew the session (it restarted).
+func retriable(err error) bool {
+	return errors.Is(err, mcpsdk.ErrSessionMissing) || isRefused(err)
+}

@@ -1,0 +1,6 @@
+package mcp
+
+import "time"
+
+// Sweep closes idle per-user sessions as of now (Run does it every 30 seconds).
+func (p *Pool) Sweep(now time.Time) int { return p.sweep(now) }

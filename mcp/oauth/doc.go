@@ -1,0 +1,28 @@
+// Package oauth signs packbot's users in to user-controlled MCP servers whose pack entry says
+// `authentication: {mode: oauth2}`, with OAuth 2.1 as the MCP authorization profile requires:
+// protected-resource metadata found through the server's WWW-Authenticate challenge (RFC 9728),
+// authorization-server metadata (RFC 8414, then OpenID Connect discovery), a pre-registered
+// client or dynamic client registration (RFC 7591), PKCE S256 (RFC 7636), the resource indicator
+// (RFC 8707) on every authorization and token request, and the iss check of RFC 9207.
+//
+// The flow survives across a chat: [Manager.Begin] returns a link for the bot to send, and the
+// user comes back minutes later through [Manager.CallbackHandler] on packbot's own HTTP server,
+// possibly after a restart or on another replica, because everything the callback needs is in
+// the store (secrets sealed by store/secret, bound to the user and server). The token set is
+// kept as a [store.KindOAuth] credential per (identity, server); [Manager] implements
+// [mcp.Authorizer], refreshing before expiry and, after a 401, once more before asking the user
+// to authorize again.
+//
+// The package owns the OAuth protocol and its rows; it does not open MCP sessions (package mcp
+// does, asking [Manager.Token] for the bearer), talk to the user (the conversation flow sends the
+// link and reacts to Config.OnAuthorized), or serve HTTP (cmd mounts the callback handler).
+//
+// Minimal use:
+//
+//	m, err := oauth.New(oauth.Config{Credentials: st, Records: st, Keyring: kr,
+//		Servers: pack.MCP.Servers, CallbackURL: publicURL + oauth.DefaultCallbackPath,
+//		OnAuthorized: tellTheChat})
+//	mux.Handle(oauth.DefaultCallbackPath, m.CallbackHandler())
+//	link, err := m.Begin(ctx, identity, "github") // send link to the user
+//	tok, err := m.Token(ctx, identity, "github")  // later, for each request to the server
+package oauth

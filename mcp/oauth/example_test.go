@@ -1,0 +1,95 @@
+package oauth_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+
+	"github.com/packbot/packbot/mcp/oauth"
+	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/store/secret"
+	"github.com/packbot/packbot/store/sqlstore"
+)
+
+// A user authorizes packbot on an OAuth-protected MCP server: the bot sends the link from
+// Begin, the user's browser comes back to the callback, and from then on Token gives the bearer
+// for every request to the server. The authorization server and MCP server here are the test
+// doubles of this package, on loopback.
+func Example() {
+	ctx := context.Background()
+	as := newTestAS(newClock())
+	defer as.Close()
+	notes := newProtectedMCP(as)
+	defer notes.Close()
+
+	dir, err := os.MkdirTemp("", "packbot-oauth-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "packbot.db"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	key, err := secret.GenerateKey(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	kr, err := secret.NewKeyring(key)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// packbot's own HTTP server, where cmd mounts the callback.
+	mux := http.NewServeMux()
+	bot := httptest.NewServer(mux)
+	defer bot.Close()
+
+	m, err := oauth.New(oauth.Config{
+		Credentials: st,
+		Records:     st,
+		Keyring:     kr,
+		Servers: []packs.Server{{
+			Name: "notes", Transport: packs.TransportStreamableHTTP, URL: notes.endpoint,
+			AccessMode: packs.UserControlled, Authentication: &packs.ServerAuth{Mode: oauth.ModeOAuth2},
+		}},
+		CallbackURL: bot.URL + oauth.DefaultCallbackPath,
+		OnAuthorized: func(_ context.Context, identity, server string) {
+			fmt.Printf("chat: %s may now use %s\n", identity, server)
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux.Handle(oauth.DefaultCallbackPath, m.CallbackHandler())
+
+	link, err := m.Begin(ctx, "alice@acme.example", "notes") // the bot sends this link
+	if err != nil {
+		log.Fatal(err)
+	}
+	status, _, _, err := followAuthorization(ctx, link) // the user signs in
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("callback page:", status)
+
+	cs, err := connect(ctx, m, "alice@acme.example", "notes", notes.endpoint) // Token on every request
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = cs.Close() }()
+	text, err := whoami(ctx, cs)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("tool says:", text)
+	// Output:
+	// chat: alice@acme.example may now use notes
+	// callback page: 200
+	// tool says: you are alice
+}

@@ -1,0 +1,480 @@
+package mcp
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/store"
+	"github.com/packbot/packbot/store/secret"
+)
+
+// Defaults of [Config].
+const (
+	DefaultMaxUserSessions = 1000
+	DefaultMaxTools        = 500
+	// maxResultText bounds the text of one tool result handed to the LLM.
+	maxResultText = 100_000
+)
+
+// Config configures a [Pool]. Servers is required; the rest has defaults.
+type Config struct {
+	// Servers are the pack's MCP servers; disabled ones are ignored.
+	Servers []packs.Server
+	// Credentials and Keyring store users' credentials for user-controlled servers. Without both,
+	// user-controlled servers other than OAuth ones cannot be configured (and say so).
+	Credentials store.Credentials
+	Keyring     *secret.Keyring
+	// Authorizer supplies OAuth tokens for servers whose authentication mode is oauth2.
+	Authorizer Authorizer
+	// OnRejected is called once when a server rejects a user's stored credential (the row turns
+	// failed), so that the user can be told once. It must not block.
+	OnRejected func(identity, server string)
+
+	Logger *slog.Logger
+	Now    func() time.Time
+	// Transport is the HTTP round tripper under every HTTP transport (default: a clone of
+	// http.DefaultTransport).
+	Transport http.RoundTripper
+	// Environ is the environment stdio servers start with, before the pack's env entries
+	// (default: PATH, HOME, LANG, TMPDIR and TZ of this process; the rest of the bot's
+	// environment, its secrets included, is not passed on).
+	Environ []string
+	// Stderr receives what stdio servers write to stderr (default: logged line by line).
+	Stderr io.Writer
+
+	ClientName, ClientVersion string
+	// MaxUserSessions bounds the open per-user sessions; the least recently used idle one is
+	// closed first.
+	MaxUserSessions int
+	// MaxTools bounds the tools kept per server (an allowlist narrows a larger server).
+	MaxTools int
+}
+
+// Pool holds the MCP sessions of one pack: a shared session per admin-controlled server, a
+// session per (user, server) for user-controlled ones, and the tool catalog.
+//
+// A Pool dials on demand, so it works without [Pool.Run]; Run adds what runs in the background:
+// shared sessions opened at start and reopened with backoff when they drop, and idle per-user
+// sessions closed.
+type Pool struct {
+	log           *slog.Logger
+	now           func() time.Time
+	transport     http.RoundTripper
+	environ       []string
+	stderr        io.Writer
+	clientName    string
+	clientVersion string
+	maxUsers      int
+	maxTools      int
+	creds         store.Credentials
+	keyring       *secret.Keyring
+	auth          Authorizer
+	onRejected    func(identity, server string)
+
+	servers map[string]*packs.Server
+	shared  map[string]*conn
+	cat     *catalog
+	wg      sync.WaitGroup // session goroutines
+
+	mu     sync.Mutex
+	users  map[userKey]*list.Element // of *conn
+	lru    *list.List                // front: most recently used
+	closed bool
+}
+
+// New checks the configuration and builds a pool. It does no I/O.
+func New(cfg Config) (*Pool, error) {
+	p := &Pool{
+		log: cfg.Logger, now: cfg.Now, transport: cfg.Transport, environ: cfg.Environ, stderr: cfg.Stderr,
+		clientName: cfg.ClientName, clientVersion: cfg.ClientVersion,
+		maxUsers: cfg.MaxUserSessions, maxTools: cfg.MaxTools,
+		creds: cfg.Credentials, keyring: cfg.Keyring, auth: cfg.Authorizer, onRejected: cfg.OnRejected,
+		servers: make(map[string]*packs.Server), shared: make(map[string]*conn),
+		cat: newCatalog(), users: make(map[userKey]*list.Element), lru: list.New(),
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	p.log = p.log.With("component", "mcp")
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.transport == nil {
+		p.transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if p.environ == nil {
+		p.environ = minimalEnviron()
+	}
+	if p.clientName == "" {
+		p.clientName = "packbot"
+	}
+	if p.clientVersion == "" {
+		p.clientVersion = "dev"
+	}
+	if p.maxUsers <= 0 {
+		p.maxUsers = DefaultMaxUserSessions
+	}
+	if p.maxTools <= 0 {
+		p.maxTools = DefaultMaxTools
+	}
+	if p.onRejected == nil {
+		p.onRejected = func(string, string) {}
+	}
+	for i := range cfg.Servers {
+		s := &cfg.Servers[i]
+		if !s.Enabled {
+			continue
+		}
+		if _, dup := p.servers[s.Name]; dup {
+			return nil, fmt.Errorf("MCP server %q is listed twice", s.Name)
+		}
+		switch s.Transport {
+		case packs.TransportStreamableHTTP, packs.TransportSSE, packs.TransportStdio:
+		default:
+			return nil, fmt.Errorf("MCP server %s: unsupported transport %q", s.Name, s.Transport)
+		}
+		if s.TimeoutMs <= 0 || s.MaxSessionIdleSeconds <= 0 {
+			return nil, fmt.Errorf("MCP server %s: timeoutMs and maxSessionIdleSeconds must be positive (load the pack with packs.Load)", s.Name)
+		}
+		p.servers[s.Name] = s
+		if !s.UserControlled() {
+			p.shared[s.Name] = newConn(p, s, "", staticHeaders(s.Headers), p.stdioEnv(s, nil))
+		}
+	}
+	return p, nil
+}
+
+// Run opens the shared sessions and keeps them open, reconnecting with backoff, and closes idle
+// per-user sessions, until ctx ends; then it closes the pool.
+func (p *Pool) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, c := range p.shared {
+		wg.Go(func() { p.supervise(ctx, c) })
+	}
+	wg.Go(func() {
+		tick := time.NewTicker(30 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				p.sweep(p.now())
+			}
+		}
+	})
+	wg.Wait()
+	p.Close()
+	return nil
+}
+
+// Backoff of the shared-session supervisor.
+const (
+	backoffMin = 500 * time.Millisecond
+	backoffMax = 30 * time.Second
+)
+
+func (p *Pool) supervise(ctx context.Context, c *conn) {
+	backoff := backoffMin
+	for ctx.Err() == nil {
+		if _, err := c.session(ctx); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return
+			}
+			c.log().Warn("MCP server not connected; retrying", "error", err, "retry_in", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(backoff*2, backoffMax)
+			continue
+		}
+		backoff = backoffMin
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.endedChan():
+			c.log().Warn("MCP session ended; reconnecting")
+		}
+	}
+}
+
+// Close closes every session. Calls after Close fail with ErrClosed.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	conns := make([]*conn, 0, len(p.shared)+p.lru.Len())
+	for e := p.lru.Front(); e != nil; e = e.Next() {
+		conns = append(conns, e.Value.(*conn))
+	}
+	p.users = make(map[userKey]*list.Element)
+	p.lru.Init()
+	p.mu.Unlock()
+	for _, c := range p.shared {
+		conns = append(conns, c)
+	}
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(c.close)
+	}
+	wg.Wait()
+	p.wg.Wait()
+}
+
+// Catalog returns the current tool catalog, and a channel closed when it changes.
+func (p *Pool) Catalog() (Catalog, <-chan struct{}) { return p.cat.snapshot() }
+
+// Server returns an enabled server of the pack.
+func (p *Pool) Server(name string) (*packs.Server, bool) {
+	s, ok := p.servers[name]
+	return s, ok
+}
+
+// Health is the state of a shared session.
+type Health struct {
+	Server    string
+	Connected bool
+	LastError error // of the last dial, nil when it worked
+}
+
+// Health reports the shared sessions.
+func (p *Pool) Health() []Health {
+	out := make([]Health, 0, len(p.shared))
+	for name, c := range p.shared {
+		up, err := c.state()
+		out = append(out, Health{Server: name, Connected: up, LastError: err})
+	}
+	return out
+}
+
+// discovered records the tools a new session listed: always for a shared session, and for a
+// user's session only the first time (lazy discovery: one user's tool list stands for all).
+func (p *Pool) discovered(c *conn, tools []Tool) {
+	if c.identity != "" && p.cat.known(c.srv.Name) {
+		return
+	}
+	if p.cat.set(c.srv.Name, tools) {
+		c.log().Info("MCP tool catalog updated", "tools", len(tools))
+	}
+}
+
+// listChanged records the tools a session listed after the server said they changed.
+func (p *Pool) listChanged(c *conn, tools []Tool) {
+	if p.cat.set(c.srv.Name, tools) {
+		c.log().Info("MCP tool catalog updated (list_changed)", "tools", len(tools))
+	}
+}
+
+// Call is one tool call.
+type Call struct {
+	// Identity is the caller's identity attribute; user-controlled servers need it.
+	Identity string
+	Server   string
+	Tool     string
+	// Arguments is a JSON object (empty means {}).
+	Arguments json.RawMessage
+}
+
+// Result is what a tool answered. IsError marks a tool-level failure, which goes back to the
+// LLM as the tool's result; transport and protocol failures are errors of [Pool.Call] instead.
+type Result struct {
+	IsError bool
+	// Text is the text content (other content is described in brackets); when the tool only
+	// returned structured content, its JSON.
+	Text string
+	// Structured is the tool's structuredContent, if any.
+	Structured json.RawMessage
+	Elapsed    time.Duration
+}
+
+// Call calls a tool. It never retries a call that may have reached the server; it retries once,
+// on a new session, a call that certainly did not (connection refused, session unknown to a
+// restarted server, or an OAuth token refreshed after a 401).
+func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
+	srv, ok := p.servers[call.Server]
+	if !ok {
+		return Result{}, fmt.Errorf("%w: %q", ErrUnknownServer, call.Server)
+	}
+	if !srv.Allowed(call.Tool) {
+		return Result{}, fmt.Errorf("%w: %s on %s (not in the server's allowlist)", ErrUnknownTool, call.Tool, srv.Name)
+	}
+	if cat, _ := p.cat.snapshot(); p.cat.known(srv.Name) {
+		if _, ok := cat.Lookup(srv.Name, call.Tool); !ok {
+			return Result{}, fmt.Errorf("%w: %s on %s", ErrUnknownTool, call.Tool, srv.Name)
+		}
+	}
+	args, err := objectArgs(call.Arguments)
+	if err != nil {
+		return Result{IsError: true, Text: err.Error()}, nil
+	}
+	start := p.now()
+	res, err := p.callOnce(ctx, srv, call, args, true)
+	res.Elapsed = p.now().Sub(start)
+	return res, err
+}
+
+func (p *Pool) callOnce(ctx context.Context, srv *packs.Server, call Call, args json.RawMessage, mayRetry bool) (Result, error) {
+	c, err := p.conn(ctx, srv, call.Identity)
+	if err != nil {
+		return Result{}, err
+	}
+	c.begin(p.now())
+	defer c.end(p.now())
+	sess, err := c.session(ctx)
+	if err != nil {
+		var retry func() (Result, error)
+		if mayRetry {
+			retry = func() (Result, error) { return p.callOnce(ctx, srv, call, args, false) }
+		}
+		return p.failed(ctx, c, nil, err, retry)
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	out, err := sess.CallTool(cctx, &mcpsdk.CallToolParams{Name: call.Tool, Arguments: args})
+	if err == nil {
+		return toResult(out), nil
+	}
+	err = classify(cctx, err, &c.obs)
+	var perr *ProtocolError
+	if errors.As(err, &perr) && perr.Code == codeInvalidParams {
+		// The arguments did not fit the tool: the LLM can correct itself.
+		return Result{IsError: true, Text: perr.Message}, nil
+	}
+	var retry func() (Result, error)
+	if mayRetry {
+		retry = func() (Result, error) { return p.callOnce(ctx, srv, call, args, false) }
+	}
+	return p.failed(ctx, c, sess, fmt.Errorf("call %s on MCP server %s: %w", call.Tool, srv.Name, err), retry)
+}
+
+// codeInvalidParams is JSON-RPC's "invalid params", which MCP servers answer for arguments that
+// do not match a tool's input schema.
+const codeInvalidParams = -32602
+
+// failed handles a failed dial or call on c: it drops a broken session, marks rejected user
+// credentials, refreshes OAuth tokens, and retries once (retry non-nil) when that is safe.
+func (p *Pool) failed(ctx context.Context, c *conn, sess *mcpsdk.ClientSession, err error, retry func() (Result, error)) (Result, error) {
+	switch {
+	case errors.Is(err, ErrAuth):
+		if sess != nil {
+			c.forget(sess)
+		}
+		if c.identity == "" {
+			c.log().Error("MCP server refused the pack's credentials; check the server's headers in the pack", "error", err)
+			return Result{}, err
+		}
+		if c.srv.OAuth() {
+			if _, rerr := p.auth.Refresh(ctx, c.identity, c.srv.Name); rerr != nil {
+				p.dropUser(c)
+				return Result{}, rerr
+			}
+			if retry != nil {
+				return retry()
+			}
+			return Result{}, err
+		}
+		p.rejected(ctx, c)
+	case errors.Is(err, ErrUnreachable):
+		if sess != nil {
+			c.forget(sess)
+		}
+		if retry != nil && sess != nil && retriable(err) {
+			return retry()
+		}
+	}
+	return Result{}, err
+}
+
+// objectArgs checks that arguments are a JSON object.
+func objectArgs(raw json.RawMessage) (json.RawMessage, error) {
+	if len(strings.TrimSpace(string(raw))) == 0 {
+		return json.RawMessage(`{}`), nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, errors.New("the tool arguments must be a JSON object")
+	}
+	return raw, nil
+}
+
+// toResult turns a tool result into text and structured JSON.
+func toResult(r *mcpsdk.CallToolResult) Result {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		switch c := c.(type) {
+		case *mcpsdk.TextContent:
+			b.WriteString(c.Text)
+		case *mcpsdk.ImageContent:
+			fmt.Fprintf(&b, "[image %s, %d bytes]", c.MIMEType, len(c.Data))
+		case *mcpsdk.AudioContent:
+			fmt.Fprintf(&b, "[audio %s, %d bytes]", c.MIMEType, len(c.Data))
+		case *mcpsdk.ResourceLink:
+			fmt.Fprintf(&b, "[resource %s %s]", c.Name, c.URI)
+		case *mcpsdk.EmbeddedResource:
+			if c.Resource != nil && c.Resource.Text != "" {
+				b.WriteString(c.Resource.Text)
+			} else if c.Resource != nil {
+				fmt.Fprintf(&b, "[resource %s]", c.Resource.URI)
+			}
+		}
+	}
+	res := Result{IsError: r.IsError, Text: b.String()}
+	if r.StructuredContent != nil {
+		if raw, err := json.Marshal(r.StructuredContent); err == nil {
+			res.Structured = raw
+			if res.Text == "" {
+				res.Text = string(raw)
+			}
+		}
+	}
+	if len(res.Text) > maxResultText {
+		res.Text = res.Text[:maxResultText] + "\n[… truncated]"
+	}
+	return res
+}
+
+// stdioEnv is the environment of a stdio server's process: the base, then extra (a user's field
+// values), then the pack's env (applied by transportFor).
+func (p *Pool) stdioEnv(s *packs.Server, extra map[string]secret.Value) []string {
+	if s.Transport != packs.TransportStdio {
+		return nil
+	}
+	env := append([]string(nil), p.environ...)
+	for k, v := range extra {
+		env = append(env, k+"="+v.Reveal())
+	}
+	return env
+}
+
+func minimalEnviron() []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
