@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+
+	"github.com/packbot/packbot/bot"
 
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/mcp/oauth"
@@ -16,9 +19,13 @@ import (
 // openMCP builds the MCP pool of the pack and, when the pack has OAuth servers and the bot can
 // seal tokens, the OAuth manager whose callback mounts on mux. It does no I/O: the pool connects
 // when it runs.
-func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, publicURL string, mux *http.ServeMux) (*mcp.Pool, error) {
+func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, publicURL string, mux *http.ServeMux, n *notifier) (*mcp.Pool, *oauth.Manager, error) {
 	log := a.logger
-	cfg := mcp.Config{Servers: p.MCP.Servers, Logger: log, ClientName: "packbot", ClientVersion: version()}
+	cfg := mcp.Config{Servers: p.MCP.Servers, Logger: log, ClientName: "packbot", ClientVersion: version(),
+		OnRejected: func(identity, server string) {
+			n.notify(context.WithoutCancel(ctx), identity, bot.Notice{Key: "MCP_CREDENTIAL_REJECTED", Args: []string{"server", server}})
+		}}
+	var manager *oauth.Manager
 	if kr != nil {
 		cfg.Credentials, cfg.Keyring = st, kr
 	}
@@ -30,17 +37,50 @@ func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *sec
 			m, err := oauth.New(oauth.Config{
 				Credentials: st, Records: st, Keyring: kr, Servers: p.MCP.Servers, Logger: log,
 				CallbackURL: strings.TrimSuffix(publicURL, "/") + oauth.DefaultCallbackPath,
+				OnAuthorized: func(ctx context.Context, identity, server string) {
+					n.notify(ctx, identity, bot.Notice{Key: "MCP_CONFIG_OAUTH_DONE", Args: []string{"server", server}})
+				},
+				OnFailed: func(ctx context.Context, identity, server string, _ error) {
+					n.notify(ctx, identity, bot.Notice{Key: "MCP_CONFIG_OAUTH_FAILED", Args: []string{"server", server}})
+				},
 			})
 			if err != nil {
 				log.WarnContext(ctx, "OAuth sign-in to MCP servers is unavailable", slog.Any("err", err),
 					slog.String("fix", "set PACKBOT_PUBLIC_URL to the bot's https URL"))
 			} else {
-				cfg.Authorizer = m
+				cfg.Authorizer, manager = m, m
 				mux.Handle("GET "+oauth.DefaultCallbackPath, m.CallbackHandler())
 			}
 		}
 	}
-	return mcp.New(cfg)
+	pool, err := mcp.New(cfg)
+	return pool, manager, err
+}
+
+// notifier forwards notices from the MCP pool and the OAuth callback, which are built before
+// the bot, to the bot's outbox once it exists.
+type notifier struct {
+	log *slog.Logger
+	mu  sync.Mutex
+	b   *bot.Bot
+}
+
+func (n *notifier) set(b *bot.Bot) {
+	n.mu.Lock()
+	n.b = b
+	n.mu.Unlock()
+}
+
+func (n *notifier) notify(ctx context.Context, identity string, notice bot.Notice) {
+	n.mu.Lock()
+	b := n.b
+	n.mu.Unlock()
+	if b == nil {
+		return
+	}
+	if err := b.Notify(ctx, identity, notice); err != nil {
+		n.log.WarnContext(ctx, "notice not queued", slog.String("key", notice.Key), slog.Any("err", err))
+	}
 }
 
 func hasOAuth(p *packs.Pack) bool {

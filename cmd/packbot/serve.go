@@ -125,10 +125,17 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	if m, ok := oc.ch.(channel.HTTPMounter); ok {
 		m.Mount(mux)
 	}
-	pool, err := openMCP(ctx, a, p, st, kr, publicURL, mux)
+	notices := &notifier{log: log}
+	pool, oauthManager, err := openMCP(ctx, a, p, st, kr, publicURL, mux, notices)
 	if err != nil {
 		return err
 	}
+	defer pool.Close()
+	b, err := newBot(ctx, a, p, st, kr, pool, oauthManager, oc.ch)
+	if err != nil {
+		return err
+	}
+	notices.set(b)
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -138,12 +145,15 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	// that no inbound message or webhook arrives before the channel runs.
 	runCtx, stopRun := context.WithCancel(ctx)
 	poolDone := make(chan struct{})
-	go func() { defer close(poolDone); _ = pool.Run(runCtx) }()
-	bot := newEchoBot(oc.ch, p, log)
+	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPool()
+	go func() { defer close(poolDone); _ = pool.Run(poolCtx) }()
+	botCtx, stopBot := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBot()
 	botDone := make(chan struct{})
-	go func() { defer close(botDone); bot.run(runCtx) }()
+	go func() { defer close(botDone); _ = b.Run(botCtx) }()
 	chErr := make(chan error, 1)
-	go func() { chErr <- oc.ch.Run(runCtx, bot) }()
+	go func() { chErr <- oc.ch.Run(runCtx, b) }()
 
 	errc := make(chan error, 1)
 	serving = true
@@ -180,7 +190,10 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 			runErr = fmt.Errorf("channel %s: %w", kind, err)
 		}
 	}
+	// The channel has stopped delivering: let the bot finish what it queued, then stop the pool.
+	stopBot()
 	<-botDone
+	stopPool()
 	<-poolDone
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

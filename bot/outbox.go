@@ -1,0 +1,160 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/store"
+)
+
+// Outbox message kinds.
+const (
+	// KindNotice is a [Notice]: an i18n key translated for the recipient when it is delivered.
+	KindNotice = "notice"
+)
+
+// Notice is an outbox message: the text of Key (with Args, name/value pairs) in the language of
+// the connection it reaches, or Text verbatim when Key is empty.
+type Notice struct {
+	Key  string   `json:"key,omitempty"`
+	Args []string `json:"args,omitempty"`
+	Text string   `json:"text,omitempty"`
+}
+
+const (
+	outboxLease  = 30 * time.Second
+	outboxBatch  = 50
+	offlineRetry = time.Hour
+)
+
+// Notify stores a notice for identity in the durable outbox and delivers it now if the identity
+// has a connection; otherwise it waits until one connects (or for the next retry).
+func (b *Bot) Notify(ctx context.Context, identity string, n Notice) error {
+	payload, err := json.Marshal(n)
+	if err != nil {
+		return fmt.Errorf("notify %s: %w", identity, err)
+	}
+	if _, err := b.st.EnqueueOutbox(ctx, store.OutboxMessage{Identity: identity, Kind: KindNotice, Payload: payload}); err != nil {
+		return fmt.Errorf("notify %s: %w", identity, err)
+	}
+	b.Kick(identity)
+	return nil
+}
+
+// Kick asks the deliverer to deliver identity's outbox now. It never blocks: when the deliverer
+// is busy, the periodic retry delivers instead.
+func (b *Bot) Kick(identity string) {
+	select {
+	case b.kick <- identity:
+	default:
+	}
+}
+
+// deliverLoop delivers kicked identities at once and retries every due message periodically.
+func (b *Bot) deliverLoop(ctx context.Context) {
+	tick := time.NewTicker(b.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-b.kick:
+			// The identity is (or may be) connected now: deliver everything it has, also what was
+			// put off while it was offline.
+			b.deliver(ctx, store.OutboxClaim{Identity: id}, offlineRetry+time.Hour)
+		case <-tick.C:
+			b.deliver(ctx, store.OutboxClaim{}, 0)
+		}
+	}
+}
+
+// deliver claims the messages (of one identity, or all) due within horizon and sends each to a
+// connection of its recipient: acked when the channel accepted it, released for a later retry
+// otherwise (an hour later when the recipient has no connection: connecting kicks delivery).
+func (b *Bot) deliver(ctx context.Context, c store.OutboxClaim, horizon time.Duration) {
+	for {
+		c.Now, c.Lease, c.Limit = b.now().Add(horizon), outboxLease, outboxBatch
+		msgs, err := b.st.ClaimOutbox(ctx, c)
+		if err != nil {
+			if ctx.Err() == nil {
+				b.log.WarnContext(ctx, "claim outbox", slog.Any("err", err))
+			}
+			return
+		}
+		conns := map[string][]store.Session{}
+		for _, m := range msgs {
+			if err := b.deliverOne(ctx, m, conns); err != nil {
+				next := b.now().Add(backoff(m.Attempts))
+				if errors.Is(err, errNoConnection) {
+					next = b.now().Add(offlineRetry)
+				}
+				if rerr := b.st.RetryOutbox(ctx, m.ID, next, err.Error()); rerr != nil {
+					b.log.WarnContext(ctx, "release outbox message", slog.Int64("id", m.ID), slog.Any("err", rerr))
+				}
+				continue
+			}
+			if err := b.st.AckOutbox(ctx, m.ID); err != nil {
+				b.log.WarnContext(ctx, "ack outbox message", slog.Int64("id", m.ID), slog.Any("err", err))
+			}
+		}
+		if len(msgs) < outboxBatch {
+			return
+		}
+	}
+}
+
+var errNoConnection = errors.New("the recipient has no connection")
+
+// deliverOne sends m to its recipient's most recent connection that accepts it.
+func (b *Bot) deliverOne(ctx context.Context, m store.OutboxMessage, cache map[string][]store.Session) error {
+	var n Notice
+	if err := json.Unmarshal(m.Payload, &n); err != nil || m.Kind != KindNotice {
+		b.log.ErrorContext(ctx, "outbox message cannot be read; dropped", slog.Int64("id", m.ID), slog.String("kind", m.Kind))
+		return nil
+	}
+	var targets []store.Session
+	if m.Identity != "" {
+		ss, ok := cache[m.Identity]
+		if !ok {
+			var err error
+			if ss, err = b.st.SessionsByIdentity(ctx, m.Identity); err != nil {
+				return fmt.Errorf("sessions of the recipient: %w", err)
+			}
+			cache[m.Identity] = ss
+		}
+		targets = ss
+	} else if m.ConnectionID != "" {
+		s, err := b.st.GetSession(ctx, m.ConnectionID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("session of the recipient: %w", err)
+		}
+		s.ConnectionID = m.ConnectionID
+		targets = []store.Session{s}
+	}
+	for _, s := range targets {
+		text := n.Text
+		if n.Key != "" {
+			text = b.flows.Text(s.Language, n.Key, n.Args...)
+		}
+		_, err := b.ch.SendText(ctx, s.ConnectionID, channel.Text{Content: text})
+		if err == nil {
+			return nil
+		}
+		b.log.InfoContext(ctx, "notice not accepted by a connection; trying the next", slog.String("connection", s.ConnectionID), slog.Any("err", err))
+	}
+	return errNoConnection
+}
+
+// backoff is the wait before the next attempt: 5 s doubling to 10 minutes.
+func backoff(attempts int) time.Duration {
+	d := 5 * time.Second
+	for i := 1; i < attempts && d < 10*time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Minute)
+}

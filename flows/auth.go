@@ -1,0 +1,255 @@
+package flows
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/menu"
+	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/rbac"
+	"github.com/packbot/packbot/store"
+)
+
+// connectionReady: a wallet connected (or reconnected). The bot sends its profile; a new
+// connection of a pack that greets on connection gets the greeting in the default language.
+func (t *turn) connectionReady(ctx context.Context, _ channel.ConnectionReady) error {
+	isNew := t.s.CreatedAt.IsZero()
+	if ps, ok := t.ch.(channel.ProfileSender); ok && isNew {
+		p := channel.Profile{DisplayName: t.e.pack.Metadata.DisplayName, Description: t.e.pack.Metadata.Description}
+		if err := ps.SendProfile(ctx, t.conn, p); err != nil {
+			t.e.log.WarnContext(ctx, "send profile", slog.String("connection", t.conn), slog.Any("err", err))
+		}
+	}
+	w := t.e.pack.Flows.Welcome
+	if isNew && w.Enabled && !w.SendOnProfile {
+		return t.greet(ctx)
+	}
+	return nil
+}
+
+// profile: the wallet's profile gives the user's language; a pack that greets on profile greets
+// in it.
+func (t *turn) profile(ctx context.Context, p channel.ProfileReceived) error {
+	if code, ok := t.e.cat.Language(p.PreferredLanguage); ok {
+		t.s.Language = code
+	}
+	if w := t.e.pack.Flows.Welcome; w.Enabled && w.SendOnProfile {
+		return t.greet(ctx)
+	}
+	return nil
+}
+
+// greet sends the greeting (templateKey, default greetingMessage) with {userName} filled in
+// (empty, and the space before it dropped, for a guest).
+func (t *turn) greet(ctx context.Context) error {
+	key := t.e.pack.Flows.Welcome.TemplateKey
+	if key == "" {
+		key = "greetingMessage"
+	}
+	name := ""
+	if t.s.Authenticated {
+		name = t.s.DisplayName
+	}
+	text := t.tr(key)
+	if name == "" {
+		text = strings.NewReplacer(" {userName}", "", "{userName} ", "", "{userName}", "").Replace(text)
+	} else {
+		text = strings.ReplaceAll(text, "{userName}", name)
+	}
+	return t.say(ctx, text)
+}
+
+// checkExpiry logs out a user whose credential has expired.
+func (t *turn) checkExpiry(ctx context.Context) error {
+	if !t.s.Authenticated || t.s.CredentialExpiry.IsZero() || t.e.now().Before(t.s.CredentialExpiry) {
+		return nil
+	}
+	t.logout(ctx)
+	return t.sayKey(ctx, "AUTH_EXPIRED")
+}
+
+// menuSelected runs the action of a menu item, if it is visible now.
+func (t *turn) menuSelected(ctx context.Context, ev channel.MenuSelected) error {
+	item, ok := t.e.menu.Item(ev.OptionID)
+	if !ok || !t.e.menu.Visible(item, t.menuState(ctx)) {
+		return t.sayKey(ctx, "UNKNOWN_MENU_OPTION")
+	}
+	switch item.Action {
+	case menu.ActionAuthenticate:
+		return t.authenticate(ctx)
+	case menu.ActionLogout:
+		t.logout(ctx)
+		return t.sayKey(ctx, "LOGOUT_CONFIRMATION")
+	case menu.ActionMCPConfig:
+		return t.startConfig(ctx)
+	case menu.ActionAbortConfig:
+		return t.abortConfig(ctx)
+	}
+	// Approval menus arrive with the approvals package; a custom action has no handler here.
+	return t.sayKey(ctx, "UNKNOWN_MENU_OPTION")
+}
+
+func (t *turn) menuState(ctx context.Context) menu.State {
+	s := menu.State{Authenticated: t.s.Authenticated, Configuring: t.s.State == store.StateMCPConfig}
+	if t.s.Authenticated && t.e.counts != nil {
+		if c, err := t.e.counts(ctx, t.s.Identity); err == nil {
+			s.Counts = c
+		}
+	}
+	return s
+}
+
+// authenticate sends a proof request (again, when one was pending) and waits in state AUTH.
+func (t *turn) authenticate(ctx context.Context) error {
+	pr, ok := t.ch.(channel.ProofRequester)
+	if !ok || !t.e.canAuth {
+		return t.sayKey(ctx, "AUTH_UNAVAILABLE")
+	}
+	id, err := pr.RequestProof(ctx, t.conn, ProofRequest(t.e.pack, t.tr(purposeKey(t.e.pack))))
+	if err != nil {
+		t.e.log.WarnContext(ctx, "proof request", slog.String("connection", t.conn), slog.Any("err", err))
+		t.endFlow()
+		return t.sayKey(ctx, "AUTH_ERROR")
+	}
+	t.s.State = store.StateAuth
+	t.setFlow(flowState{Kind: kindAuth, Request: id})
+	return nil
+}
+
+// purposeKey is the i18n key (or literal text) of the proof request's purpose.
+func purposeKey(p *packs.Pack) string {
+	if c := p.Flows.Authentication.Credential; c != nil && c.Purpose != "" {
+		return c.Purpose
+	}
+	return "AUTH_PROOF_PURPOSE"
+}
+
+// ProofRequest is the proof request of a pack's authentication flow, with purpose shown to the
+// user.
+func ProofRequest(p *packs.Pack, purpose string) channel.ProofRequest {
+	a := p.Flows.Authentication
+	r := channel.ProofRequest{CredentialDefinitionID: a.CredentialDefinitionID, Purpose: purpose}
+	if c := a.Credential; c != nil {
+		r.CredentialType, r.Issuers, r.Formats = c.Type, c.Issuers, c.Formats
+	}
+	for _, attr := range []string{a.UserIdentityAttribute, a.RolesAttribute, "name"} {
+		if attr != "" && !slices.Contains(r.Attributes, attr) {
+			r.Attributes = append(r.Attributes, attr)
+		}
+	}
+	return r
+}
+
+// presentation handles the outcome of a proof request.
+func (t *turn) presentation(ctx context.Context, p channel.PresentationResult) error {
+	fs := t.flow()
+	if t.s.State != store.StateAuth || fs.Kind != kindAuth || (fs.Request != "" && p.RequestID != "" && p.RequestID != fs.Request) {
+		t.e.log.InfoContext(ctx, "presentation for no pending request ignored", slog.String("connection", t.conn),
+			slog.String("request", p.RequestID), slog.String("outcome", string(p.Outcome)))
+		return nil
+	}
+	t.endFlow()
+	switch p.Outcome {
+	case channel.Verified:
+		return t.verified(ctx, p)
+	case channel.NoCredential:
+		if err := t.sayKey(ctx, "AUTH_NO_CREDENTIAL"); err != nil {
+			return err
+		}
+		return t.inviteToIssuer(ctx)
+	case channel.Declined:
+		return t.sayKey(ctx, "AUTH_DECLINED")
+	}
+	t.e.log.InfoContext(ctx, "authentication failed", slog.String("connection", t.conn), slog.String("outcome", string(p.Outcome)),
+		slog.String("reason", p.Reason))
+	return t.sayKey(ctx, "AUTH_FAILED")
+}
+
+// inviteToIssuer sends an invitation to the pack's issuer service, when it has one.
+func (t *turn) inviteToIssuer(ctx context.Context) error {
+	did := t.e.pack.Flows.Authentication.IssuerServiceDID
+	is, ok := t.ch.(channel.InvitationSender)
+	if did == "" || !ok {
+		return nil
+	}
+	if err := is.SendInvitation(ctx, t.conn, channel.Invitation{DID: did}); err != nil {
+		t.e.log.WarnContext(ctx, "invitation to the issuer service", slog.String("connection", t.conn), slog.Any("err", err))
+		return nil
+	}
+	return t.sayKey(ctx, "AUTH_NO_CREDENTIAL_ISSUER")
+}
+
+// verified logs the user in from a verified credential's claims.
+func (t *turn) verified(ctx context.Context, p channel.PresentationResult) error {
+	a := t.e.pack.Flows.Authentication
+	identity := claimString(p.Claims, a.UserIdentityAttribute)
+	if identity == "" {
+		t.e.log.InfoContext(ctx, "authentication failed", slog.String("connection", t.conn),
+			slog.String("reason", fmt.Sprintf("the credential has no %q attribute (flows.authentication.userIdentityAttribute)", a.UserIdentityAttribute)))
+		return t.sayKey(ctx, "AUTH_FAILED")
+	}
+	var roles []string
+	if a.RolesAttribute != "" {
+		roles = rbac.ParseRoles(p.Claims[a.RolesAttribute])
+	}
+	if len(roles) == 0 && a.DefaultRole != "" {
+		roles = []string{a.DefaultRole}
+	}
+	if t.s.Identity != "" && t.s.Identity != identity {
+		// Another user on this connection: what the previous one said is theirs.
+		if err := t.e.st.ClearMemory(ctx, "conn:"+t.conn); err != nil {
+			t.e.log.WarnContext(ctx, "clear memory", slog.Any("err", err))
+		}
+	}
+	t.s.Authenticated, t.s.Identity, t.s.DisplayName, t.s.Roles = true, identity, DisplayName(p.Claims), roles
+	t.s.CredentialExpiry = p.Expires
+	t.e.log.InfoContext(ctx, "authenticated", slog.String("connection", t.conn), slog.String("identity", identity),
+		slog.Any("roles", roles), slog.Bool("admin", t.e.rbac.IsAdmin(t.caller())))
+	if t.s.DisplayName != "" {
+		return t.sayKey(ctx, "AUTH_SUCCESS_NAME", "name", t.s.DisplayName)
+	}
+	return t.sayKey(ctx, "AUTH_SUCCESS")
+}
+
+// logout forgets who the user is and what they said.
+func (t *turn) logout(ctx context.Context) {
+	for _, key := range []string{t.memoryKey(), "conn:" + t.conn} {
+		if err := t.e.st.ClearMemory(ctx, key); err != nil {
+			t.e.log.WarnContext(ctx, "clear memory", slog.Any("err", err))
+		}
+	}
+	t.s.Authenticated, t.s.Identity, t.s.DisplayName, t.s.Roles = false, "", "", nil
+	t.s.CredentialExpiry = time.Time{}
+	t.endFlow()
+}
+
+// DisplayName is the user's name from a credential's claims: name, else first and last name.
+func DisplayName(claims map[string]any) string {
+	if n := claimString(claims, "name"); n != "" {
+		return n
+	}
+	for _, pair := range [][2]string{{"firstName", "lastName"}, {"givenName", "familyName"}, {"first_name", "last_name"}, {"given_name", "family_name"}} {
+		first, last := claimString(claims, pair[0]), claimString(claims, pair[1])
+		if n := strings.TrimSpace(first + " " + last); n != "" {
+			return n
+		}
+	}
+	return ""
+}
+
+func claimString(claims map[string]any, name string) string {
+	switch v := claims[name].(type) {
+	case string:
+		return strings.TrimSpace(v)
+	case fmt.Stringer:
+		return strings.TrimSpace(v.String())
+	case float64, int, int64, bool:
+		return fmt.Sprint(v)
+	}
+	return ""
+}

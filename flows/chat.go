@@ -1,0 +1,131 @@
+package flows
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+
+	"github.com/packbot/packbot/agent"
+	"github.com/packbot/packbot/store"
+)
+
+// maxToolResult bounds a tool result handed back to the LLM.
+const maxToolResult = 16 << 10
+
+// chat answers free text: with the user's agent when there is an LLM, else with a pointer to the
+// commands. A guest of a pack that requires authentication is asked to log in.
+func (t *turn) chat(ctx context.Context, text string) error {
+	if t.authWall() {
+		return t.sayKey(ctx, "AUTH_REQUIRED")
+	}
+	if t.e.model == nil {
+		return t.sayKey(ctx, "NO_LLM")
+	}
+	ts := t.tools(ctx)
+	window := t.e.pack.Memory.Window
+	key := t.memoryKey()
+	past, err := t.e.st.LoadMemory(ctx, key, 2*window)
+	if err != nil {
+		t.e.log.WarnContext(ctx, "load memory", slog.String("connection", t.conn), slog.Any("err", err))
+		past = nil
+	}
+	history := make([]agent.Message, 0, len(past))
+	for _, m := range past {
+		history = append(history, agent.Message{Role: agent.Role(m.Role), Content: m.Content})
+	}
+	exec := func(ctx context.Context, call agent.ToolCall) (string, error) {
+		ref, _, ok := t.resolve(ts, call.Name)
+		if !ok {
+			return "unknown tool " + call.Name, nil
+		}
+		out, err := t.invoke(ctx, ref, call.Arguments)
+		if err != nil {
+			return "", err
+		}
+		text := out.Text
+		if len(text) > maxToolResult {
+			text = text[:maxToolResult] + "…"
+		}
+		if out.Failed {
+			return "error: " + text, nil
+		}
+		return text, nil
+	}
+	refused := func(ctx context.Context, call agent.ToolCall) string {
+		// A call for a tool the user was not offered: audited as refused, never run.
+		ref, _, ok := t.resolve(ts, call.Name)
+		if !ok {
+			return "unknown tool " + call.Name
+		}
+		t.refuse(ctx, ref, call.Arguments, "not offered to this user's agent")
+		return t.tr("TOOL_DENIED", "tool", ref.Tool, "server", ref.Server)
+	}
+	reply, err := t.e.model.Run(ctx, agent.Turn{System: t.systemPrompt(), History: history, User: text, Tools: ts.defs, Refused: refused}, exec)
+	if err != nil {
+		t.e.log.WarnContext(ctx, "LLM turn failed", slog.String("connection", t.conn), slog.Int("llm_calls", reply.LLMCalls), slog.Any("err", err))
+		if errors.Is(err, agent.ErrTimeout) {
+			return t.sayKey(ctx, "LLM_TIMEOUT")
+		}
+		return t.sayKey(ctx, "LLM_ERROR")
+	}
+	answer := strings.TrimSpace(reply.Text)
+	if answer == "" {
+		answer = t.tr("LLM_ERROR")
+	}
+	if window > 0 {
+		now := t.e.now()
+		entries := []store.MemoryEntry{
+			{Role: string(agent.RoleUser), Content: text, CreatedAt: now},
+			{Role: string(agent.RoleAssistant), Content: answer, CreatedAt: now},
+		}
+		if err := t.e.st.AppendMemory(ctx, key, entries, 2*window); err != nil {
+			t.e.log.WarnContext(ctx, "save memory", slog.String("connection", t.conn), slog.Any("err", err))
+		}
+	}
+	return t.say(ctx, answer)
+}
+
+// authWall: a guest of a pack that requires authentication.
+func (t *turn) authWall() bool {
+	return !t.s.Authenticated && t.e.pack.Flows.Authentication.Enabled && t.e.pack.Flows.Authentication.Required
+}
+
+// systemPrompt is today's date, the pack's agentPrompt, the language's systemPrompt and a note of
+// who the user is.
+func (t *turn) systemPrompt() string {
+	var b strings.Builder
+	b.WriteString("Today is ")
+	b.WriteString(t.e.now().Format("Monday, 2 January 2006"))
+	b.WriteString(".\n\n")
+	if p := strings.TrimSpace(t.e.pack.LLM.AgentPrompt); p != "" {
+		b.WriteString(p)
+		b.WriteString("\n\n")
+	}
+	lang := t.lang()
+	if l, ok := t.e.pack.Languages[lang]; ok && strings.TrimSpace(l.SystemPrompt) != "" {
+		b.WriteString(strings.TrimSpace(l.SystemPrompt))
+		b.WriteString("\n\n")
+	} else if name := t.e.cat.T(lang, "LANGUAGE_NAME"); name != "" {
+		b.WriteString("Answer in ")
+		b.WriteString(name)
+		b.WriteString(".\n\n")
+	}
+	if t.s.Authenticated {
+		b.WriteString("The user is ")
+		if t.s.DisplayName != "" {
+			b.WriteString(t.s.DisplayName)
+			b.WriteString(" (")
+			b.WriteString(t.s.Identity)
+			b.WriteString(")")
+		} else {
+			b.WriteString(t.s.Identity)
+		}
+		b.WriteString(", with roles: ")
+		b.WriteString(strings.Join(t.e.rbac.Roles(t.caller()), ", "))
+		b.WriteString(".")
+	} else {
+		b.WriteString("The user has not logged in (role: guest).")
+	}
+	return b.String()
+}

@@ -1,0 +1,20 @@
+// Package flows is the conversation logic of packbot: what the bot does with each wallet event,
+// given the connection's persisted session. It greets (welcome), authenticates users from a
+// verified credential (identity, display name, roles), logs them out, runs the chat turn with the
+// user's agent (the LLM with exactly the tools the user's roles allow), answers the commands
+// /help, /tools, /call, /whoami and /lang, and walks users through configuring their own MCP
+// credentials (typed fields sealed in the store between messages, or an OAuth sign-in).
+//
+// An [Engine] is built once per pack. The bot calls [Engine.Handle] for one event of one
+// connection at a time, with the session loaded from the store; Handle changes the session in
+// place and sends through the channel; the bot saves the session when it changed and re-sends
+// the menu ([Engine.Menu]) when that changed.
+//
+// Every tool call, from the LLM or from /call, goes through [Engine.Invoke]: the RBAC decision is
+// computed again at execution from the session's current roles, an APPROVAL decision goes to the
+// [Approvals] hook, and every call is written to the audit table with a fingerprint of its
+// arguments, never their values.
+//
+// Secrets: values typed for MCP credential fields never reach a log line, the chat memory or the
+// audit table; between fields they are sealed in the store (kind draft).
+package flows

@@ -1,0 +1,324 @@
+package flows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/packbot/packbot/agent"
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/i18n"
+	"github.com/packbot/packbot/mcp"
+	"github.com/packbot/packbot/menu"
+	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/rbac"
+	"github.com/packbot/packbot/store"
+	"github.com/packbot/packbot/store/secret"
+)
+
+// DefaultMaxText is the longest inbound text (in characters) the bot accepts.
+const DefaultMaxText = 8000
+
+// Deps are what an [Engine] works with.
+type Deps struct {
+	Pack    *packs.Pack
+	Catalog *i18n.Catalog
+	Store   store.Store
+	// MCP is the pack's tool pool (required; a pack without servers gets an empty pool).
+	MCP *mcp.Pool
+	// Model is the LLM; nil when none is configured (the bot then answers commands only).
+	Model *agent.Model
+	// Keyring seals draft credential values; nil disables per-user MCP configuration.
+	Keyring *secret.Keyring
+	// OAuth starts OAuth sign-ins to user-controlled servers; nil when unavailable.
+	OAuth OAuthStarter
+	// Approvals receives calls that need approval; nil: the call is answered APPROVAL_REQUIRED.
+	Approvals Approvals
+	// Counts gives a user's badge counts; nil: zero.
+	Counts func(ctx context.Context, identity string) (menu.Counts, error)
+	// CanRequestProof says whether the channel can ask for credentials.
+	CanRequestProof bool
+	Logger          *slog.Logger
+	Now             func() time.Time
+	// MaxText bounds inbound texts (default DefaultMaxText).
+	MaxText int
+}
+
+// OAuthStarter begins an OAuth sign-in (mcp/oauth.Manager implements it).
+type OAuthStarter interface {
+	// Begin returns the URL the user opens to authorize identity on server.
+	Begin(ctx context.Context, identity, server string) (string, error)
+}
+
+// Approvals is where calls that need approval go. The approvals package implements it.
+type Approvals interface {
+	// Request handles a call whose decision is APPROVAL and that the caller cannot approve
+	// alone; it returns the text for the caller (and for the LLM as the tool's result).
+	Request(ctx context.Context, r ApprovalRequest) (string, error)
+}
+
+// ApprovalRequest is a call waiting for approval.
+type ApprovalRequest struct {
+	Conn     string
+	Caller   rbac.Caller
+	Language string
+	Server   string
+	Tool     string
+	// Arguments are the call's arguments exactly as asked.
+	Arguments   json.RawMessage
+	Fingerprint string
+	Decision    rbac.Decision
+}
+
+// Engine runs the flows of one pack. It is safe for concurrent use by many connections; the
+// caller serializes the events of one connection.
+type Engine struct {
+	pack    *packs.Pack
+	cat     *i18n.Catalog
+	st      store.Store
+	pool    *mcp.Pool
+	model   *agent.Model
+	keyring *secret.Keyring
+	oauth   OAuthStarter
+	appr    Approvals
+	counts  func(ctx context.Context, identity string) (menu.Counts, error)
+	rbac    *rbac.Engine
+	menu    *menu.Menu
+	log     *slog.Logger
+	now     func() time.Time
+	maxText int
+	canAuth bool
+
+	agents agentCache
+}
+
+// New checks d and returns an engine.
+func New(d Deps) (*Engine, error) {
+	switch {
+	case d.Pack == nil:
+		return nil, errors.New("flows: no pack")
+	case d.Catalog == nil:
+		return nil, errors.New("flows: no i18n catalog")
+	case d.Store == nil:
+		return nil, errors.New("flows: no store")
+	case d.MCP == nil:
+		return nil, errors.New("flows: no MCP pool")
+	}
+	e := &Engine{
+		pack: d.Pack, cat: d.Catalog, st: d.Store, pool: d.MCP, model: d.Model, keyring: d.Keyring,
+		oauth: d.OAuth, appr: d.Approvals, counts: d.Counts, rbac: rbac.New(d.Pack),
+		log: d.Logger, now: d.Now, maxText: d.MaxText,
+		canAuth: d.CanRequestProof && d.Pack.Flows.Authentication.Enabled,
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.maxText <= 0 {
+		e.maxText = DefaultMaxText
+	}
+	e.agents.entries = map[string]*toolSet{}
+	e.menu = menu.New(d.Pack, menu.Capabilities{Authenticate: e.canAuth, MCPConfig: e.configAvailable()})
+	return e, nil
+}
+
+// configAvailable: the pack has user-controlled servers and their credentials can be kept.
+func (e *Engine) configAvailable() bool {
+	if !e.hasUserServers() {
+		return false
+	}
+	return (e.keyring != nil && e.pool.UserConfigAvailable()) || e.oauth != nil
+}
+
+func (e *Engine) hasUserServers() bool {
+	for i := range e.pack.MCP.Servers {
+		if s := &e.pack.MCP.Servers[i]; s.Enabled && s.UserControlled() {
+			return true
+		}
+	}
+	return false
+}
+
+// LLMConfigured reports whether the engine has a language model.
+func (e *Engine) LLMConfigured() bool { return e.model != nil }
+
+// turn is one event being handled for one connection.
+type turn struct {
+	e    *Engine
+	ch   channel.Channel
+	conn string
+	s    *store.Session
+	// replyTo is the id of the inbound text being answered.
+	replyTo string
+}
+
+// lang is the session's language (the pack default when none was set).
+func (t *turn) lang() string {
+	if t.s.Language != "" {
+		return t.s.Language
+	}
+	return t.e.cat.Default()
+}
+
+// tr translates key into the session's language.
+func (t *turn) tr(key string, args ...string) string { return t.e.cat.T(t.lang(), key, args...) }
+
+// say sends a text.
+func (t *turn) say(ctx context.Context, text string) error {
+	_, err := t.ch.SendText(ctx, t.conn, channel.Text{Content: text, ReplyTo: t.replyTo})
+	if err != nil {
+		return fmt.Errorf("send text: %w", err)
+	}
+	return nil
+}
+
+// sayKey sends the translation of key.
+func (t *turn) sayKey(ctx context.Context, key string, args ...string) error {
+	return t.say(ctx, t.tr(key, args...))
+}
+
+// ask sends a question with unique option texts and returns its id.
+func (t *turn) ask(ctx context.Context, text string, options []string) (string, error) {
+	qa, ok := t.ch.(channel.QuestionAsker)
+	if !ok {
+		// A channel without questions gets the options as a numbered text; the answer comes back
+		// as text and is matched by number or by text.
+		var b strings.Builder
+		b.WriteString(text)
+		for i, o := range options {
+			fmt.Fprintf(&b, "\n%d. %s", i+1, o)
+		}
+		return "", t.say(ctx, b.String())
+	}
+	id, err := qa.AskQuestion(ctx, t.conn, channel.Question{Text: text, Options: options})
+	if err != nil {
+		return "", fmt.Errorf("ask question: %w", err)
+	}
+	return id, nil
+}
+
+// caller is the session's user as RBAC sees them.
+func (t *turn) caller() rbac.Caller {
+	return rbac.Caller{Identity: t.s.Identity, DisplayName: t.s.DisplayName, Roles: t.s.Roles, Authenticated: t.s.Authenticated}
+}
+
+// memoryKey is the chat memory's key: the identity once authenticated, the connection before.
+func (t *turn) memoryKey() string {
+	if t.s.Authenticated && t.s.Identity != "" {
+		return "id:" + t.s.Identity
+	}
+	return "conn:" + t.conn
+}
+
+// Handle handles one event of connection conn, whose session s it may change. An error means
+// the event could not be handled completely (it was logged with its cause by the caller); the
+// user has been told what they need to know.
+func (e *Engine) Handle(ctx context.Context, ch channel.Channel, s *store.Session, ev channel.Event) error {
+	t := &turn{e: e, ch: ch, conn: ev.Connection(), s: s}
+	if s.State == "" {
+		s.State = store.StateChat
+	}
+	if err := t.checkExpiry(ctx); err != nil {
+		return err
+	}
+	switch ev := ev.(type) {
+	case channel.ConnectionReady:
+		return t.connectionReady(ctx, ev)
+	case channel.ConnectionClosed:
+		return nil
+	case channel.ProfileReceived:
+		return t.profile(ctx, ev)
+	case channel.MenuRequested:
+		return nil // the bot re-sends the menu after every event it was asked for
+	case channel.MenuSelected:
+		return t.menuSelected(ctx, ev)
+	case channel.QuestionAnswered:
+		return t.answered(ctx, ev.QuestionID, ev.Response)
+	case channel.PresentationResult:
+		return t.presentation(ctx, ev)
+	case channel.TextReceived:
+		t.replyTo = ev.MessageID
+		return t.text(ctx, ev.Content)
+	}
+	return fmt.Errorf("unhandled event %T", ev)
+}
+
+// text handles an inbound text in every state.
+func (t *turn) text(ctx context.Context, content string) error {
+	if n := utf8.RuneCountInString(content); n > t.e.maxText {
+		return t.sayKey(ctx, "MESSAGE_TOO_LONG", "size", fmt.Sprint(n), "limit", fmt.Sprint(t.e.maxText))
+	}
+	content = strings.TrimSpace(content)
+	if content == "" {
+		return nil
+	}
+	fs := t.flow()
+	switch {
+	case t.s.State == store.StateMCPConfig && fs.Step == stepField:
+		// A value for a credential field: never a command, never logged, never in memory.
+		return t.configValue(ctx, fs, content)
+	case fs.Question != "" && fs.QuestionByText:
+		if done, err := t.answerByText(ctx, fs, content); done || err != nil {
+			return err
+		}
+	}
+	if strings.HasPrefix(content, "/") {
+		return t.command(ctx, content)
+	}
+	switch t.s.State {
+	case store.StateAuth:
+		return t.sayKey(ctx, "WAITING_CREDENTIAL")
+	case store.StateMCPConfig:
+		return t.sayKey(ctx, "CHOOSE_OPTION")
+	}
+	return t.chat(ctx, content)
+}
+
+// Menu returns the menu for session s.
+func (e *Engine) Menu(ctx context.Context, s store.Session) channel.Menu {
+	st := menu.State{Authenticated: s.Authenticated, Configuring: s.State == store.StateMCPConfig, Name: s.DisplayName}
+	if st.Name == "" {
+		st.Name = s.Identity
+	}
+	if s.Authenticated && e.counts != nil {
+		c, err := e.counts(ctx, s.Identity)
+		if err != nil {
+			e.log.WarnContext(ctx, "badge counts", slog.String("connection", s.ConnectionID), slog.Any("err", err))
+		}
+		st.Counts = c
+	}
+	lang := s.Language
+	if lang == "" {
+		lang = e.cat.Default()
+	}
+	return e.menu.Build(st, lang, e.cat)
+}
+
+// agentCache holds the tool sets offered to the LLM, by role set, tool-catalog version and the
+// user-controlled servers the user has configured.
+type agentCache struct {
+	mu      sync.Mutex
+	version uint64
+	entries map[string]*toolSet
+}
+
+// maxCachedToolSets bounds the cache; it is cleared when full (role sets are few in practice).
+const maxCachedToolSets = 1024
+
+// Text is the text of key in lang (the pack default when empty), for notices sent outside a
+// conversation turn.
+func (e *Engine) Text(lang, key string, args ...string) string {
+	if lang == "" {
+		lang = e.cat.Default()
+	}
+	return e.cat.T(lang, key, args...)
+}

@@ -1,0 +1,115 @@
+package i18n
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// wantKeys is the contract other packages write against: adding a key is fine, renaming or
+// removing one breaks them.
+var wantKeys = []string{
+	"ABORT_CONFIG", "APPROVAL_REQUIRED", "AUTHENTICATE", "AUTH_DECLINED", "AUTH_ERROR",
+	"AUTH_EXPIRED", "AUTH_FAILED", "AUTH_NO_CREDENTIAL", "AUTH_NO_CREDENTIAL_ISSUER",
+	"AUTH_PROOF_PURPOSE", "AUTH_REQUIRED", "AUTH_SUCCESS", "AUTH_SUCCESS_NAME",
+	"AUTH_UNAVAILABLE", "CALL_AMBIGUOUS", "CALL_BAD_JSON", "CALL_USAGE", "CANCEL",
+	"CHOOSE_OPTION", "CREDENTIAL", "HELP", "INTERNAL_ERROR", "LANGUAGE_NAME", "LANG_SET",
+	"LANG_UNSUPPORTED", "LANG_USAGE", "LLM_ERROR", "LLM_TIMEOUT", "LOGOUT",
+	"LOGOUT_CONFIRMATION", "MCP_CONFIG", "MCP_CONFIG_ABORTED", "MCP_CONFIG_ALREADY",
+	"MCP_CONFIG_CHOOSE_SERVER", "MCP_CONFIG_DELETE", "MCP_CONFIG_DELETED",
+	"MCP_CONFIG_EMPTY_VALUE", "MCP_CONFIG_FAILURE", "MCP_CONFIG_FIELD_PROMPT",
+	"MCP_CONFIG_LOGIN_FIRST", "MCP_CONFIG_NO_SERVERS", "MCP_CONFIG_OAUTH_DONE",
+	"MCP_CONFIG_OAUTH_FAILED", "MCP_CONFIG_OAUTH_LINK", "MCP_CONFIG_OPTION_CONFIGURED",
+	"MCP_CONFIG_OPTION_NOT_CONFIGURED", "MCP_CONFIG_RECONFIGURE", "MCP_CONFIG_SECRET_PROMPT",
+	"MCP_CONFIG_SUCCESS", "MCP_CONFIG_TESTING", "MCP_CONFIG_UNAVAILABLE",
+	"MCP_CREDENTIAL_REJECTED", "MCP_UNAVAILABLE", "MENU_STATUS_AUTHENTICATED",
+	"MENU_STATUS_UNAUTHENTICATED", "MESSAGE_TOO_LONG", "MY_APPROVAL_REQUESTS", "NO", "NO_LLM",
+	"PENDING_APPROVALS", "ROOT_TITLE", "TOOLS_HEADER", "TOOLS_NEEDS_APPROVAL", "TOOLS_NONE",
+	"TOOLS_SERVER_NOT_CONFIGURED", "TOOLS_SERVER_UNAVAILABLE", "TOOL_DENIED", "TOOL_FAILED",
+	"TOOL_NEEDS_CONFIG", "TOOL_RESULT", "TOOL_UNKNOWN", "UNEXPECTED_ANSWER", "UNKNOWN_COMMAND",
+	"UNKNOWN_MENU_OPTION", "WAITING_CREDENTIAL", "WHOAMI_AUTHENTICATED", "WHOAMI_GUEST", "YES",
+	"greetingMessage",
+}
+
+func TestKeys(t *testing.T) {
+	if got := Keys(); !slices.Equal(got, wantKeys) {
+		t.Errorf("Keys() = %q\nwant %q", got, wantKeys)
+	}
+	k := Keys()
+	k[0] = "changed"
+	if Keys()[0] == "changed" {
+		t.Error("Keys returns the package's own slice")
+	}
+}
+
+// readCatalog reads an embedded catalog as plain JSON, independently of go-i18n.
+func readCatalog(t *testing.T, lang string) map[string]string {
+	t.Helper()
+	buf, err := catalogFS.ReadFile("catalog/active." + lang + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(buf, &m); err != nil {
+		t.Fatalf("%s: %v", lang, err)
+	}
+	return m
+}
+
+func TestBuiltinCatalogsAreComplete(t *testing.T) {
+	en := readCatalog(t, "en")
+	for _, lang := range builtinLanguages {
+		cat := readCatalog(t, lang)
+		if got := slices.Sorted(maps.Keys(cat)); !slices.Equal(got, wantKeys) {
+			t.Errorf("%s has keys %q, want %q", lang, got, wantKeys)
+		}
+		for key, s := range cat {
+			if strings.TrimSpace(s) == "" {
+				t.Errorf("%s.%s is empty", lang, key)
+				continue
+			}
+			tx, err := compile(s)
+			if err != nil {
+				t.Errorf("%s.%s: %v", lang, key, err)
+				continue
+			}
+			ref := mustCompile(en[key])
+			if got, want := slices.Sorted(slices.Values(tx.placeholders())), slices.Sorted(slices.Values(ref.placeholders())); !slices.Equal(got, want) {
+				t.Errorf("%s.%s has placeholders %q, English has %q", lang, key, got, want)
+			}
+			if lang != "en" && len(en[key]) > 20 && s == en[key] {
+				t.Errorf("%s.%s is the English text %q", lang, key, s)
+			}
+		}
+	}
+}
+
+func TestBuiltinTexts(t *testing.T) {
+	c, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ lang, key, want string }{
+		{"en", "LANGUAGE_NAME", "English"},
+		{"es", "LANGUAGE_NAME", "español"},
+		{"fr", "LANGUAGE_NAME", "français"},
+		{"pt", "LANGUAGE_NAME", "português"},
+		{"en", "AUTH_SUCCESS_NAME", "Welcome, {name}! You are logged in."},
+		{"en", "TOOL_RESULT", "{tool}:\n{result}"},
+		{"es", "YES", "Sí"},
+		{"en", "MCP_CONFIG_OPTION_NOT_CONFIGURED", "⚠️ {server}"},
+	}
+	for _, tt := range tests {
+		if got := c.T(tt.lang, tt.key); got != tt.want {
+			t.Errorf("T(%q, %q) = %q, want %q", tt.lang, tt.key, got, tt.want)
+		}
+	}
+	help := c.T("en", "HELP", "languages", "en, es")
+	for _, want := range []string{`/call get_exchange_rate {"from":"EUR","to":"USD"}`, "(en, es)", "\n/whoami"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("HELP = %q, want it to contain %q", help, want)
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package menu
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/i18n"
+	"github.com/packbot/packbot/packs"
+)
+
+// Built-in actions of menu items.
+const (
+	ActionAuthenticate       = "authenticate"
+	ActionLogout             = "logout"
+	ActionMCPConfig          = "mcp-config"
+	ActionAbortConfig        = "abort-config"
+	ActionMyApprovalRequests = "my-approval-requests"
+	ActionPendingApprovals   = "pending-approvals"
+)
+
+// visibleWhen values.
+const (
+	VisibleAlways              = "always"
+	VisibleAuthenticated       = "authenticated"
+	VisibleUnauthenticated     = "unauthenticated"
+	VisibleConfiguring         = "configuring"
+	VisibleNotConfiguring      = "notConfiguring"
+	VisibleHasApprovalRequests = "hasApprovalRequests"
+	VisibleHasPendingApprovals = "hasPendingApprovals"
+)
+
+// Badge names.
+const (
+	BadgeApprovalRequestCount = "approvalRequestCount"
+	BadgePendingApprovalCount = "pendingApprovalCount"
+)
+
+// Capabilities say which actions can work at all in this deployment; items whose action cannot
+// work are hidden.
+type Capabilities struct {
+	// Authenticate: authentication is enabled and the channel can request proofs.
+	Authenticate bool
+	// MCPConfig: the pack has user-controlled servers and the bot can seal credentials.
+	MCPConfig bool
+}
+
+// Counts are the badge counts of one user.
+type Counts struct {
+	// ApprovalRequests: the user's own pending requests.
+	ApprovalRequests int
+	// PendingApprovals: pending requests the user may decide.
+	PendingApprovals int
+}
+
+// State is what the menu depends on for one user.
+type State struct {
+	Authenticated bool
+	Configuring   bool
+	// Name is the display name shown in the status line (the identity when there is none).
+	Name   string
+	Counts Counts
+}
+
+// Menu is a pack's menu definition. It is immutable and safe for concurrent use.
+type Menu struct {
+	items       []packs.MenuItem
+	caps        Capabilities
+	defaultLang string
+}
+
+// New returns the menu of p. A pack without items gets the defaults: authenticate (while
+// unauthenticated) and logout (while authenticated), plus mcp-config and abort-config when the
+// deployment can configure per-user MCP credentials.
+func New(p *packs.Pack, caps Capabilities) *Menu {
+	items := p.Flows.Menu.Items
+	if len(items) == 0 {
+		items = []packs.MenuItem{
+			{ID: ActionAuthenticate, LabelKey: "CREDENTIAL", Action: ActionAuthenticate, VisibleWhen: VisibleUnauthenticated},
+			{ID: ActionMCPConfig, Action: ActionMCPConfig, VisibleWhen: VisibleNotConfiguring},
+			{ID: ActionAbortConfig, Action: ActionAbortConfig, VisibleWhen: VisibleConfiguring},
+			{ID: ActionLogout, Action: ActionLogout, VisibleWhen: VisibleAuthenticated},
+		}
+	} else if caps.MCPConfig && !slices.ContainsFunc(items, func(it packs.MenuItem) bool { return it.Action == ActionMCPConfig }) {
+		// A pack written before user-controlled servers existed still lets users configure them.
+		items = append(slices.Clone(items),
+			packs.MenuItem{ID: ActionMCPConfig, Action: ActionMCPConfig, VisibleWhen: VisibleNotConfiguring},
+			packs.MenuItem{ID: ActionAbortConfig, Action: ActionAbortConfig, VisibleWhen: VisibleConfiguring})
+	}
+	return &Menu{items: items, caps: caps, defaultLang: p.Metadata.DefaultLanguage}
+}
+
+// Item returns the item with id (whether visible or not).
+func (m *Menu) Item(id string) (packs.MenuItem, bool) {
+	for _, it := range m.items {
+		if it.ID == id {
+			return it, true
+		}
+	}
+	return packs.MenuItem{}, false
+}
+
+// Visible reports whether item is shown in state s.
+func (m *Menu) Visible(it packs.MenuItem, s State) bool {
+	switch it.Action {
+	case ActionAuthenticate:
+		if !m.caps.Authenticate {
+			return false
+		}
+	case ActionLogout:
+		if !s.Authenticated {
+			return false
+		}
+	case ActionMCPConfig:
+		if !m.caps.MCPConfig || !s.Authenticated {
+			return false
+		}
+	case ActionAbortConfig:
+		if !s.Configuring {
+			return false
+		}
+	}
+	switch it.VisibleWhen {
+	case VisibleAuthenticated:
+		return s.Authenticated
+	case VisibleUnauthenticated:
+		return !s.Authenticated
+	case VisibleConfiguring:
+		return s.Configuring
+	case VisibleNotConfiguring:
+		return s.Authenticated && !s.Configuring
+	case VisibleHasApprovalRequests:
+		return s.Authenticated && s.Counts.ApprovalRequests > 0
+	case VisibleHasPendingApprovals:
+		return s.Authenticated && s.Counts.PendingApprovals > 0
+	}
+	return true // always, absent
+}
+
+// Build returns the menu for state s in language lang.
+func (m *Menu) Build(s State, lang string, c *i18n.Catalog) channel.Menu {
+	out := channel.Menu{Title: c.T(lang, "ROOT_TITLE"), Options: []channel.MenuOption{}}
+	if s.Authenticated {
+		out.Description = c.T(lang, "MENU_STATUS_AUTHENTICATED", "name", s.Name)
+	} else {
+		out.Description = c.T(lang, "MENU_STATUS_UNAUTHENTICATED")
+	}
+	for _, it := range m.items {
+		if !m.Visible(it, s) {
+			continue
+		}
+		title := m.label(it, lang, c)
+		if n := badge(it.Badge, s.Counts); n > 0 {
+			title = "(" + strconv.Itoa(n) + ") " + title
+		}
+		out.Options = append(out.Options, channel.MenuOption{ID: it.ID, Title: title})
+	}
+	return out
+}
+
+// label is the item's label, else the i18n text of its labelKey, else of its id (as the key
+// MCP_CONFIG for the id mcp-config when the id itself has no text).
+func (m *Menu) label(it packs.MenuItem, lang string, c *i18n.Catalog) string {
+	if !it.Label.IsZero() {
+		return it.Label.In(lang, m.defaultLang)
+	}
+	if it.LabelKey != "" {
+		return c.T(lang, it.LabelKey)
+	}
+	if c.Has(lang, it.ID) {
+		return c.T(lang, it.ID)
+	}
+	key := strings.ToUpper(strings.ReplaceAll(it.ID, "-", "_"))
+	if c.Has(lang, key) {
+		return c.T(lang, key)
+	}
+	return it.ID
+}
+
+func badge(name string, c Counts) int {
+	switch name {
+	case BadgeApprovalRequestCount:
+		return c.ApprovalRequests
+	case BadgePendingApprovalCount:
+		return c.PendingApprovals
+	}
+	return 0
+}
