@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/packbot/packbot/agent"
+	"github.com/packbot/packbot/rbac"
 	"github.com/packbot/packbot/store"
 )
 
@@ -55,8 +56,8 @@ func (t *turn) chat(ctx context.Context, text string) error {
 	refused := func(ctx context.Context, call agent.ToolCall) string {
 		// A call for a tool the user was not offered: audited as refused, never run.
 		ref, _, ok := t.resolve(ts, call.Name)
-		if !ok {
-			return "unknown tool " + call.Name
+		if !ok || t.e.rbac.Decide(t.caller(), ref.Server, ref.Tool).Effect != rbac.Deny {
+			return "unknown tool " + call.Name + ": call the tools by the names offered"
 		}
 		t.refuse(ctx, ref, call.Arguments, "not offered to this user's agent")
 		return t.tr("TOOL_DENIED", "tool", ref.Tool, "server", ref.Server)

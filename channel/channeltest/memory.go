@@ -191,6 +191,12 @@ func (w *MemoryWallet) Decline(ctx context.Context, requestID string) error {
 	return w.m.deliver(ctx, channel.PresentationResult{Conn: w.conn, RequestID: requestID, Outcome: channel.Declined, Reason: "declined by the user"})
 }
 
+// Fail answers the proof request with an outcome other than Verified (NoCredential, Declined,
+// VerificationFailed), as a real channel reports them.
+func (w *MemoryWallet) Fail(ctx context.Context, requestID string, outcome channel.Outcome, reason string) error {
+	return w.m.deliver(ctx, channel.PresentationResult{Conn: w.conn, RequestID: requestID, Outcome: outcome, Reason: reason})
+}
+
 // Interface guards.
 var (
 	_ channel.Channel          = (*Memory)(nil)

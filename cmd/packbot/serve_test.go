@@ -278,11 +278,12 @@ func TestServeVSAgent(t *testing.T) {
 	for {
 		select {
 		case m := <-posted:
-			if m["type"] == "text" && m["content"] == "echo: hi" && m["connectionId"] == "c1" {
+			// No LLM is configured: free text gets the pointer to the commands.
+			if m["type"] == "text" && strings.HasPrefix(fmt.Sprint(m["content"]), "No language model is configured") && m["connectionId"] == "c1" {
 				return
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatal("no echo posted to the VS Agent")
+			t.Fatal("no answer posted to the VS Agent")
 		}
 	}
 }

@@ -244,18 +244,46 @@ func TestServeAndWallet(t *testing.T) {
 	if !strings.Contains(p.stdout.String(), "█") {
 		t.Fatalf("no QR code printed:\n%s", p.stdout.String())
 	}
-	w := startWallet(t, filepath.Join(dir, "wallet"), "--invitation", inv, "--name", "Ana", "--lang", "es")
+	// A credential for the wallet, made by the CLI, as the README shows.
+	wdir := filepath.Join(dir, "wallet")
+	code, did, errOut := cli(t, nil, "wallet", "did", "--data-dir", wdir)
+	if code != 0 {
+		t.Fatalf("wallet did: %s", errOut)
+	}
+	credFile := filepath.Join(dir, "ana.json")
+	if code, _, errOut := cli(t, nil, "credential", "issue", "--subject", strings.TrimSpace(did), "--attr", "email=ana@acme.corp",
+		"--attr", "name=Ana", "--attr", "roles=employee", "--out", credFile); code != 0 {
+		t.Fatalf("credential issue: %s", errOut)
+	}
+	w := startWallet(t, wdir, "--invitation", inv, "--credential", credFile, "--name", "Ana", "--lang", "es")
 	w.expect(ctx, "connected")
 	if e := w.expect(ctx, "profile"); e["displayName"] != "packbot demo bank" {
 		t.Fatalf("bot profile %v", e)
 	}
-	w.expect(ctx, "menu")
-	if e := w.expect(ctx, "text"); !strings.Contains(e["content"].(string), "Ana") {
+	if e := w.expect(ctx, "text"); !strings.HasPrefix(e["content"].(string), "¡Hola! Soy el agente") {
 		t.Fatalf("greeting %v", e)
 	}
-	w.do(map[string]any{"action": "text", "content": "ping"})
-	if e := w.expect(ctx, "text"); e["content"] != "echo: ping" {
-		t.Fatalf("echo %v", e)
+	say := func(text string) string {
+		t.Helper()
+		w.do(map[string]any{"action": "text", "content": text})
+		return w.expect(ctx, "text")["content"].(string)
+	}
+	// No LLM is configured: free text points to the commands, in Spanish.
+	if got := say("hola"); !strings.Contains(got, "/help") || !strings.Contains(got, "modelo de lenguaje") {
+		t.Fatalf("free text without LLM: %q", got)
+	}
+	// Log in with the credential, then use /tools and /call on the demo bank (stdio MCP server).
+	w.do(map[string]any{"action": "select", "option": "authenticate"})
+	pr := w.expect(ctx, "proof-request")
+	w.do(map[string]any{"action": "present", "request": pr["id"]})
+	if got := w.expect(ctx, "text")["content"].(string); !strings.Contains(got, "Ana") {
+		t.Fatalf("login answer %q", got)
+	}
+	if got := say("/tools"); !strings.Contains(got, "send_money") || !strings.Contains(got, "list_transfers") || strings.Contains(got, "get_stats") {
+		t.Fatalf("/tools: %q", got)
+	}
+	if got := say(`/call get_exchange_rate {"from":"EUR","to":"USD"}`); !strings.Contains(got, `"rate":1.085`) {
+		t.Fatalf("/call: %q", got)
 	}
 	// GET /invitation serves the same invitation as JSON, URL and PNG.
 	base := "http://" + strings.TrimPrefix(strings.Split(inv, "/invitation")[0], "http://")

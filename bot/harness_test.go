@@ -1,0 +1,376 @@
+package bot_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/packbot/packbot/agent"
+	"github.com/packbot/packbot/agent/agenttest"
+	"github.com/packbot/packbot/bot"
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/channel/channeltest"
+	"github.com/packbot/packbot/flows"
+	"github.com/packbot/packbot/i18n"
+	"github.com/packbot/packbot/mcp"
+	"github.com/packbot/packbot/mcp/demoserver"
+	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/store"
+	"github.com/packbot/packbot/store/secret"
+	"github.com/packbot/packbot/store/sqlstore"
+	"github.com/packbot/packbot/store/storetest"
+)
+
+// testKey is the MCP_CONFIG_ENCRYPTION_KEY of the tests.
+const testKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+// vaultToken is the token the vault server accepts.
+const vaultToken = "vault-token-s3cr3t-7f1c"
+
+// testPack is the pack of the bot tests: a bank (admin-controlled, roles and an approval policy)
+// and a vault (user-controlled, two fields, the token a secret), both demo MCP servers over
+// loopback HTTP.
+const testPack = `
+metadata: {id: bot-test, displayName: test bank, defaultLanguage: en}
+languages:
+  en:
+    greetingMessage: "Hello {userName}! This is the test bank."
+  es:
+    greetingMessage: "¡Hola {userName}! Este es el banco de prueba."
+    strings:
+      AUTH_DECLINED: "Has rechazado compartir tu credencial (texto del pack)."
+llm: {provider: openai, model: scripted, baseUrl: "${LLM_URL}"}
+memory: {window: 2}
+flows:
+  authentication:
+    enabled: true
+    required: ${AUTH_REQ:-false}
+    userIdentityAttribute: email
+    rolesAttribute: roles
+    defaultRole: employee
+    issuerServiceDid: did:web:issuer.example
+    adminUsers: ["@Root@acme.corp"]
+mcp:
+  servers:
+    - name: bank
+      transport: streamable-http
+      url: "${BANK_URL}"
+      toolAccess:
+        default: none
+        roles:
+          guest: [get_exchange_rate]
+          employee: [get_exchange_rate, list_transfers, send_money]
+          finance: [get_exchange_rate, get_balances, list_transfers]
+        approval:
+          - tools: [send_money]
+            approvers: [finance-manager]
+    - name: vault
+      transport: streamable-http
+      url: "${VAULT_URL}"
+      accessMode: user-controlled
+      userConfig:
+        fields:
+          - name: account
+            type: text
+            label: {en: "your account name", es: "el nombre de tu cuenta"}
+            headerName: X-Account
+            headerTemplate: "{value}"
+          - name: token
+            type: secret
+            label: {en: "your vault token", es: "tu token del vault"}
+            headerTemplate: "Bearer {value}"
+`
+
+// harness is a bot on the memory channel, with real MCP servers, a scripted LLM and a real
+// store.
+type harness struct {
+	t     testing.TB
+	ch    *channeltest.Memory
+	st    store.Store
+	llm   *agenttest.Server
+	bank  *demoserver.Server
+	vault *demoserver.Server
+	pool  *mcp.Pool
+	bot   *bot.Bot
+	cat   *i18n.Catalog
+	logs  *syncBuffer
+	stop  func()
+}
+
+type harnessOptions struct {
+	postgres     bool
+	noLLM        bool
+	authRequired bool
+	// store, when set, is used instead of a new one (a restarted bot on the same database).
+	store store.Store
+	// wrap, when set, wraps the store (to count calls).
+	wrap func(store.Store) store.Store
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func openStore(t testing.TB, postgres bool) store.Store {
+	t.Helper()
+	ctx := context.Background()
+	var st store.Store
+	var err error
+	if postgres {
+		st, err = sqlstore.OpenPostgres(ctx, storetest.PostgresDSN(t), nil)
+	} else {
+		st, err = sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "bot.db"), nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func newHarness(t testing.TB, o harnessOptions) *harness {
+	t.Helper()
+	h := &harness{t: t, logs: &syncBuffer{}}
+	h.st = o.store
+	if h.st == nil {
+		h.st = openStore(t, o.postgres)
+	}
+	if o.wrap != nil {
+		h.st = o.wrap(h.st)
+	}
+	h.llm = agenttest.New(t)
+	h.bank = demoserver.New(&demoserver.Options{Name: "bank"})
+	bankSrv := httptest.NewServer(h.bank.Handler())
+	t.Cleanup(bankSrv.Close)
+	h.vault = demoserver.New(&demoserver.Options{Name: "vault", Token: vaultToken})
+	vaultSrv := httptest.NewServer(h.vault.Handler())
+	t.Cleanup(vaultSrv.Close)
+
+	env := map[string]string{"LLM_URL": h.llm.URL, "BANK_URL": bankSrv.URL + "/mcp", "VAULT_URL": vaultSrv.URL + "/mcp"}
+	if o.authRequired {
+		env["AUTH_REQ"] = "true"
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "agent-pack.yaml"), []byte(testPack), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := packs.Load(packs.Options{Path: dir, Env: packs.MapEnv(env)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	key, err := secret.ParseKey(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := secret.NewKeyring(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.pool, err = mcp.New(mcp.Config{Servers: p.MCP.Servers, Credentials: h.st, Keyring: kr, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cat, err = i18n.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := flows.Deps{Pack: p, Catalog: h.cat, Store: h.st, MCP: h.pool, Keyring: kr, CanRequestProof: true, Logger: log}
+	if !o.noLLM {
+		if d.Model, err = agent.New(agent.Config{Provider: agent.ProviderOpenAI, Model: "scripted", BaseURL: h.llm.URL, Logger: log}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	engine, err := flows.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ch = channeltest.NewMemory()
+	h.start(engine, log)
+	h.waitTools("bank")
+	return h
+}
+
+// waitTools waits until the pool knows the tools of server.
+func (h *harness) waitTools(server string) {
+	h.t.Helper()
+	ctx := testCtx(h.t)
+	for {
+		cat, changed := h.pool.Catalog()
+		if len(cat.Server(server)) > 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			h.t.Fatalf("the pool never listed the tools of %s", server)
+		}
+	}
+}
+
+// start runs the pool, the bot and the channel until the test ends (or h.stop).
+func (h *harness) start(engine *flows.Engine, log *slog.Logger) {
+	var err error
+	h.bot, err = bot.New(bot.Config{Channel: h.ch, Store: h.st, Flows: engine, Logger: log})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); _ = h.pool.Run(ctx) }()
+	go func() { defer wg.Done(); _ = h.bot.Run(ctx) }()
+	go func() { defer wg.Done(); _ = h.ch.Run(ctx, h.bot) }()
+	var once sync.Once
+	h.stop = func() { once.Do(func() { cancel(); wg.Wait(); h.pool.Close() }) }
+	h.t.Cleanup(h.stop)
+}
+
+// user is one wallet of the memory channel.
+type user struct {
+	h *harness
+	t testing.TB
+	w *channeltest.MemoryWallet
+	// menu is the last menu received.
+	menu *channel.Menu
+}
+
+// connect connects a wallet holding a credential with claims and sends its profile in lang; it
+// returns once the bot has answered the profile (greeting).
+func (h *harness) connect(ctx context.Context, claims map[string]string, lang string) *user {
+	h.t.Helper()
+	w, err := h.ch.Connect(ctx, claims)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	u := &user{h: h, t: h.t, w: w}
+	if err := w.SendProfile(ctx, claims["name"], lang); err != nil {
+		h.t.Fatal(err)
+	}
+	return u
+}
+
+// next returns the next message that is not a menu or receipts (menus are kept in u.menu).
+func (u *user) next(ctx context.Context) channeltest.Received {
+	u.t.Helper()
+	for {
+		r, err := u.w.Next(ctx)
+		if err != nil {
+			u.t.Fatalf("waiting for a message: %v", err)
+		}
+		switch {
+		case r.Menu != nil:
+			u.menu = r.Menu
+			continue
+		case r.Receipts != nil, r.Profile != nil:
+			continue
+		}
+		return r
+	}
+}
+
+// text returns the next text.
+func (u *user) text(ctx context.Context) string {
+	u.t.Helper()
+	r := u.next(ctx)
+	if r.Text == nil {
+		u.t.Fatalf("want a text, got %s", r)
+	}
+	return r.Text.Content
+}
+
+// say sends content and returns the bot's next text.
+func (u *user) say(ctx context.Context, content string) string {
+	u.t.Helper()
+	if err := u.w.SendText(ctx, content, ""); err != nil {
+		u.t.Fatal(err)
+	}
+	return u.text(ctx)
+}
+
+// waitMenu waits until a menu satisfying ok arrived (the current one counts).
+func (u *user) waitMenu(ctx context.Context, ok func(channel.Menu) bool) channel.Menu {
+	u.t.Helper()
+	for u.menu == nil || !ok(*u.menu) {
+		r, err := u.w.Next(ctx)
+		if err != nil {
+			u.t.Fatalf("waiting for a menu: %v (last %+v)", err, u.menu)
+		}
+		if r.Menu != nil {
+			u.menu = r.Menu
+		} else if r.Text != nil || r.Question != nil || r.ProofRequest != nil {
+			u.t.Fatalf("waiting for a menu, got %s", r)
+		}
+	}
+	return *u.menu
+}
+
+// login selects authenticate, presents the credential and returns the bot's answer.
+func (u *user) login(ctx context.Context) string {
+	u.t.Helper()
+	u.selectItem(ctx, "authenticate")
+	r := u.next(ctx)
+	if r.ProofRequest == nil {
+		u.t.Fatalf("want a proof request, got %s", r)
+	}
+	if err := u.w.Present(ctx, r.ID); err != nil {
+		u.t.Fatal(err)
+	}
+	return u.text(ctx)
+}
+
+func (u *user) selectItem(ctx context.Context, id string) {
+	u.t.Helper()
+	if err := u.w.SelectMenu(ctx, id); err != nil {
+		u.t.Fatal(err)
+	}
+}
+
+// question returns the next message, which must be a question.
+func (u *user) question(ctx context.Context) channeltest.Received {
+	u.t.Helper()
+	r := u.next(ctx)
+	if r.Question == nil {
+		u.t.Fatalf("want a question, got %s", r)
+	}
+	return r
+}
+
+func (u *user) answer(ctx context.Context, q channeltest.Received, prefix string) {
+	u.t.Helper()
+	for _, o := range q.Question.Options {
+		if strings.HasPrefix(o, prefix) || strings.HasSuffix(o, prefix) {
+			if err := u.w.Answer(ctx, q.ID, o); err != nil {
+				u.t.Fatal(err)
+			}
+			return
+		}
+	}
+	u.t.Fatalf("no option %q in %q", prefix, q.Question.Options)
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
