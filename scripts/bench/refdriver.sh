@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# packbot's vsagent channel under the reference's webhook load driver (../shared/bench/refdriver,
+# run unchanged), as BENCHMARKS.md reports it. From the repository root:
+#
+#   scripts/bench/refdriver.sh                 # 3 runs, results under /tmp/packbot-refdriver
+#   RUNS=1 OUT=/tmp/rd scripts/bench/refdriver.sh
+#
+# Per run: a fresh PostgreSQL database, the driver (fake VS Agent :3100, fake LLM :3200/v1, fake
+# MCP :3300/mcp with get_sum), then `packbot serve` (PACKBOT_CHANNEL=vsagent, webhooks on
+# 127.0.0.1:3010, the pack in scripts/bench/refdriver-pack) with nothing of this shell's
+# environment, then the plan below; a sampler records the machine's CPU (/proc/stat) so that the
+# summary can tell what else ran meanwhile. The summary (medians over the runs) is printed and
+# written to $OUT/summary.md; every run keeps its driver table, JSON results and packbot log.
+#
+# Needs: Go, the local PostgreSQL 15 cluster (started here when it is down) with the role
+# packbot_test (bash .ci/run creates it), python3, root or sudo for createdb.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+
+RUNS=${RUNS:-3}
+OUT=${OUT:-/tmp/packbot-refdriver}
+PACKBOT_BIN=${PACKBOT_BIN:-/tmp/packbot}
+REFDRIVER_SRC=${REFDRIVER_SRC:-$ROOT/../shared/bench/refdriver}
+PACK=${PACK:-$ROOT/scripts/bench/refdriver-pack/agent-pack.yaml}
+DB_NAME=${DB_NAME:-packbot_bench}
+DB_ROLE=packbot_test
+DB_PASS=packbot_test
+LOG_LEVEL=${PACKBOT_LOG_LEVEL:-info}
+# warm-up, the reference's connection counts (more messages per connection than the driver's
+# default plan, so that CPU time is well above the 10 ms tick), the MCP step, then 1000 new
+# users for the memory figure.
+PLAN=${PLAN:-idle:5,warm:20x20,run:1x300,run:10x100,run:50x40,run:200x20,mcp:10x100,mem:1000x1/200,settle:5}
+
+as_postgres() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else sudo -n -u postgres -- "$@"; fi
+}
+
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do
+    [ -n "$p" ] && kill "$p" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+
+mkdir -p "$OUT"
+echo "== build"
+go build -o "$PACKBOT_BIN" ./cmd/packbot
+(cd "$REFDRIVER_SRC" && go build -o "$OUT/refdriver" .)
+"$PACKBOT_BIN" pack validate "$PACK"
+
+echo "== PostgreSQL"
+if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  if [ "$(id -u)" = 0 ]; then pg_ctlcluster 15 main start; else sudo -n pg_ctlcluster 15 main start; fi
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+fi
+pg_isready -h 127.0.0.1 -p 5432
+DATABASE_URL="postgres://$DB_ROLE:$DB_PASS@127.0.0.1:5432/$DB_NAME?sslmode=disable"
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with local changes)')"
+  echo "cpus: $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+  echo "memory: $(grep MemTotal /proc/meminfo | awk '{print $2/1024/1024 " GiB"}')"
+  echo "kernel: $(uname -r)"
+  echo "go: $(go version | awk '{print $3}')"
+  echo "postgres: $(as_postgres psql -Atc 'show server_version') synchronous_commit=$(as_postgres psql -Atc 'show synchronous_commit') shared_buffers=$(as_postgres psql -Atc 'show shared_buffers')"
+  echo "plan: $PLAN"
+  echo "log level: $LOG_LEVEL"
+} | tee "$OUT/machine.txt"
+
+for run in $(seq 1 "$RUNS"); do
+  dir="$OUT/run$run"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  echo "== run $run of $RUNS ($dir)"
+
+  as_postgres dropdb --if-exists "$DB_NAME"
+  as_postgres createdb -O "$DB_ROLE" "$DB_NAME"
+
+  # Machine CPU, to see what shares the 2 cores during each step.
+  (while :; do echo "$(date +%s.%N) $(head -1 /proc/stat)"; sleep 0.25; done) > "$dir/cpu.log" &
+  sampler=$!
+  pids+=("$sampler")
+
+  "$OUT/refdriver" -pid-file "$dir/bot.pid" -out "$dir/results.jsonl" -label "packbot run $run" \
+    -plan "$PLAN" > "$dir/driver.txt" 2> "$dir/driver.log" &
+  driver=$!
+  pids+=("$driver")
+  for _ in $(seq 1 100); do grep -q "fake MCP listening" "$dir/driver.log" 2>/dev/null && break; sleep 0.1; done
+
+  # Only what packbot needs: nothing of this shell's environment.
+  env -i PATH=/usr/bin:/bin \
+    PACKBOT_CHANNEL=vsagent \
+    VS_AGENT_ADMIN_URL=http://127.0.0.1:3100 \
+    PACKBOT_HTTP_ADDR=127.0.0.1:3010 \
+    AGENT_PACK_PATH="$PACK" \
+    DATABASE_URL="$DATABASE_URL" \
+    PACKBOT_DATA_DIR="$dir/data" \
+    PACKBOT_LOG_LEVEL="$LOG_LEVEL" \
+    "$PACKBOT_BIN" serve > "$dir/packbot.out" 2> "$dir/packbot.log" &
+  bot=$!
+  pids+=("$bot")
+  echo "$bot" > "$dir/bot.pid.tmp" && mv "$dir/bot.pid.tmp" "$dir/bot.pid"
+
+  driver_status=0
+  wait "$driver" || driver_status=$?
+  kill "$sampler" 2>/dev/null || true
+  kill -TERM "$bot" 2>/dev/null || true
+  bot_status=0
+  wait "$bot" || bot_status=$?
+  wait "$sampler" 2>/dev/null || true
+  cat "$dir/driver.txt"
+  echo "driver exit $driver_status, packbot exit $bot_status" | tee "$dir/status.txt"
+  grep -c 'level=WARN' "$dir/packbot.log" | sed 's/^/packbot WARN lines: /' | tee -a "$dir/status.txt" || true
+  grep -c 'level=ERROR' "$dir/packbot.log" | sed 's/^/packbot ERROR lines: /' | tee -a "$dir/status.txt" || true
+  if [ "$driver_status" != 0 ]; then
+    echo "the driver failed: see $dir/driver.log" >&2
+    exit 1
+  fi
+done
+
+python3 "$ROOT/scripts/bench/refdriver_summary.py" "$OUT" | tee "$OUT/summary.md"
