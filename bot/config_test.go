@@ -190,7 +190,7 @@ func TestCredentialConfigSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if (strings.Contains(string(db), vaultToken) || strings.Contains(string(db), account)) {
+	if strings.Contains(string(db), vaultToken) || strings.Contains(string(db), account) {
 		t.Fatal("the database file holds a secret in clear")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-
 )
 
 // command answers /help, /tools, /call, /whoami and /lang. They work with or without an LLM.
@@ -144,4 +143,3 @@ func (t *turn) callCommand(ctx context.Context, rest string) error {
 	}
 	return t.sayKey(ctx, "TOOL_RESULT", "tool", ref.Tool, "result", out.Text)
 }
-

@@ -88,7 +88,9 @@ func (e *e2e) restart() {
 }
 
 // allLogs are the logs of every bot process so far.
-func (e *e2e) allLogs() string { return strings.Join(append(slices.Clone(e.logs), e.bot.output()), "\n") }
+func (e *e2e) allLogs() string {
+	return strings.Join(append(slices.Clone(e.logs), e.bot.output()), "\n")
+}
 
 func (e *e2e) invitation(ctx context.Context) string {
 	e.t.Helper()
