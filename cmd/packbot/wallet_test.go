@@ -231,9 +231,9 @@ func TestServeAndWallet(t *testing.T) {
 	p := startPackbot(t, dir, []string{"PACKBOT_HTTP_ADDR=127.0.0.1:0"}, "serve")
 	p.waitServing(t)
 	var inv string
-	for inv == "" {
+	for inv == "" || !strings.Contains(p.stdout.String(), "█") { // the URL, then its QR code
 		inv = invitationURL.FindString(p.stdout.String())
-		if inv == "" {
+		if inv == "" || !strings.Contains(p.stdout.String(), "█") {
 			select {
 			case <-ctx.Done():
 				t.Fatalf("no invitation printed:\n%s", p.stdout.String())

@@ -4,6 +4,7 @@
 #
 #   scripts/bench/refdriver.sh                 # 3 runs, results under /tmp/packbot-refdriver
 #   RUNS=1 OUT=/tmp/rd scripts/bench/refdriver.sh
+#   BUILD=0 PACKBOT_BIN=/tmp/other-packbot scripts/bench/refdriver.sh   # measure a given binary
 #
 # Per run: a fresh PostgreSQL database, the driver (fake VS Agent :3100, fake LLM :3200/v1, fake
 # MCP :3300/mcp with get_sum), then `packbot serve` (PACKBOT_CHANNEL=vsagent, webhooks on
@@ -46,7 +47,7 @@ trap cleanup EXIT
 
 mkdir -p "$OUT"
 echo "== build"
-go build -o "$PACKBOT_BIN" ./cmd/packbot
+if [ "${BUILD:-1}" = 1 ]; then go build -o "$PACKBOT_BIN" ./cmd/packbot; fi
 (cd "$REFDRIVER_SRC" && go build -o "$OUT/refdriver" .)
 "$PACKBOT_BIN" pack validate "$PACK"
 

@@ -81,15 +81,19 @@ def main():
                 steps[st] = []
                 order.append(st)
             if res["kind"] not in ("idle", "settle"):
-                b = busy_between(cpu, ts(res["measure_start"]), ts(res["measure_end"]))
+                # The driver reads the bot's, PostgreSQL's and its own CPU just before the
+                # measured phase and just after its quiet period (measure_end): the same window.
+                t0, t1 = ts(res["measure_start"]), ts(res["measure_end"])
+                res["_window"] = t1 - t0
+                b = busy_between(cpu, t0, t1)
                 if b is not None:
                     busy, wall = b
                     res["_machine_busy"] = busy / wall  # cores busy on average
-                    res["_others"] = max(0.0, busy - res["bot_cpu_sec"] - res["aux_cpu_sec"] - res["driver_cpu_sec"]) / wall
+                    res["_others"] = max(0.0, busy / wall - (res["bot_cpu_sec"] + res["aux_cpu_sec"] + res["driver_cpu_sec"]) / res["_window"])
             steps[st].append(res)
 
     print(f"runs: {len(runs)} ({out})\n")
-    print("| step | msg/s (median; runs) | reply p50 / p99 ms | bot CPU ms/msg | LLM calls/msg | VS Agent posts/msg | errors | RSS end MB | cores busy: machine / bot / PG / driver / others |")
+    print("| step | msg/s (median; runs) | reply p50 / p99 ms | bot CPU ms/msg | LLM calls/msg | VS Agent posts/msg | errors | RSS end MB | cores busy (step window): machine / bot / PG / driver / others |")
     print("|---|---|---|---|---|---|---|---|---|")
     for st in order:
         rs = steps[st]
@@ -97,10 +101,9 @@ def main():
             continue
         mps = [x["msgs_per_sec"] for x in rs]
         errs = sum(sum(v for v in x["errors"].values()) for x in rs)
-        wall = [x["wall_sec"] or None for x in rs]
 
         def per_wall(key):
-            return med([x[key] / x["wall_sec"] if x["wall_sec"] else None for x in rs])
+            return med([x[key] / x["_window"] if x.get("_window") else None for x in rs])
 
         print(
             f"| {st} | {fmt(med(mps), 0)} ({', '.join(fmt(m, 0) for m in mps)})"
