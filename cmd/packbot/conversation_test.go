@@ -112,25 +112,14 @@ type e2eWallet struct {
 	ctx context.Context
 }
 
-// wallet starts a wallet in lang holding a credential with attrs (none: no credential),
-// issued by the demo issuer or by the issuer key file issuer.
-func (e *e2e) wallet(ctx context.Context, name, lang, issuer string, attrs ...string) *e2eWallet {
+// wallet starts a wallet in lang holding a credential from the demo issuer with attrs (none:
+// no credential).
+func (e *e2e) wallet(ctx context.Context, name, lang string, attrs ...string) *e2eWallet {
 	e.t.Helper()
 	wdir := filepath.Join(e.dir, "wallet-"+name)
 	args := []string{"--invitation", e.invitation(ctx), "--name", name, "--lang", lang}
 	if len(attrs) > 0 {
-		code, did, errOut := cli(e.t, nil, "wallet", "did", "--data-dir", wdir)
-		if code != 0 {
-			e.t.Fatalf("wallet did: %s", errOut)
-		}
-		cred := filepath.Join(e.dir, name+".json")
-		issue := []string{"credential", "issue", "--issuer", issuer, "--subject", strings.TrimSpace(did), "--out", cred}
-		for _, a := range attrs {
-			issue = append(issue, "--attr", a)
-		}
-		if code, _, errOut := cli(e.t, nil, issue...); code != 0 {
-			e.t.Fatalf("credential issue: %s", errOut)
-		}
+		cred := issueFor(e.t, filepath.Join(e.dir, name+".json"), walletDID(e.t, wdir), attrs...)
 		args = append(args, "--credential", cred)
 	}
 	w := &e2eWallet{walletProc: startWallet(e.t, wdir, args...), ctx: ctx}
@@ -202,7 +191,7 @@ func testE2EConversation(t *testing.T, postgres bool) {
 	defer cancel()
 	e := newE2E(t, postgres)
 	e.llm.Script(toolScript)
-	ana := e.wallet(ctx, "ana", "es", "demo", "email=ana@acme.corp", "name=Ana", `roles=["employee"]`)
+	ana := e.wallet(ctx, "ana", "es", "email=ana@acme.corp", "name=Ana", `roles=["employee"]`)
 	if got := ana.text(); got != "¡Hola! Este es el banco e2e." {
 		t.Fatalf("greeting %q", got)
 	}
@@ -272,7 +261,7 @@ func TestE2EAuthenticationOutcomes(t *testing.T) {
 	e := newE2E(t, false)
 	e.llm.Script(toolScript)
 
-	none := e.wallet(ctx, "none", "en", "demo")
+	none := e.wallet(ctx, "none", "en")
 	none.text() // greeting
 	none.selectItem("authenticate")
 	pr := none.expect(ctx, "proof-request")
@@ -288,7 +277,7 @@ func TestE2EAuthenticationOutcomes(t *testing.T) {
 		t.Fatalf("guest offered %v", names)
 	}
 
-	dec := e.wallet(ctx, "dec", "es", "demo", "email=d@acme.corp", "name=D")
+	dec := e.wallet(ctx, "dec", "es", "email=d@acme.corp", "name=D")
 	dec.text()
 	dec.selectItem("authenticate")
 	pr = dec.expect(ctx, "proof-request")
@@ -298,15 +287,7 @@ func TestE2EAuthenticationOutcomes(t *testing.T) {
 	}
 
 	// A credential issued to another holder (dec's DID): the presentation's holder binding fails.
-	code, decDID, errOut := cli(t, nil, "wallet", "did", "--data-dir", filepath.Join(e.dir, "wallet-dec"))
-	if code != 0 {
-		t.Fatalf("wallet did: %s", errOut)
-	}
-	stolen := filepath.Join(e.dir, "stolen.json")
-	if code, _, errOut := cli(t, nil, "credential", "issue", "--subject", strings.TrimSpace(decDID), "--attr", "email=r@acme.corp",
-		"--attr", "roles=finance", "--out", stolen); code != 0 {
-		t.Fatalf("credential issue: %s", errOut)
-	}
+	stolen := issueFor(t, filepath.Join(e.dir, "stolen.json"), walletDID(t, filepath.Join(e.dir, "wallet-dec")), "email=r@acme.corp", "roles=finance")
 	rogueDir := filepath.Join(e.dir, "wallet-rogue")
 	rogue := &e2eWallet{walletProc: startWallet(t, rogueDir, "--invitation", e.invitation(ctx), "--name", "R", "--lang", "en", "--credential", stolen), ctx: ctx}
 	rogue.expect(ctx, "connected")

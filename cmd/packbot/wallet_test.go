@@ -148,15 +148,7 @@ func TestScriptedWalletAgainstChannel(t *testing.T) {
 
 	// The wallet's DID, and a credential for it from the CLI.
 	wdir := filepath.Join(dir, "wallet")
-	code, did, errOut := cli(t, nil, "wallet", "did", "--data-dir", wdir)
-	if code != 0 {
-		t.Fatalf("wallet did: %s", errOut)
-	}
-	credFile := filepath.Join(dir, "ana.json")
-	if code, _, errOut := cli(t, nil, "credential", "issue", "--subject", strings.TrimSpace(did), "--attr", "email=ana@acme.corp",
-		"--attr", "name=Ana", "--attr", "roles=employee,finance", "--out", credFile); code != 0 {
-		t.Fatalf("credential issue: %s", errOut)
-	}
+	credFile := issueFor(t, filepath.Join(dir, "ana.json"), walletDID(t, wdir), "email=ana@acme.corp", "name=Ana", "roles=employee,finance")
 	inv, err := ch.Invitation(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -220,6 +212,30 @@ func TestScriptedWalletAgainstChannel(t *testing.T) {
 	}
 }
 
+// walletDID is the holder DID of the wallet kept in wdir (created when new).
+func walletDID(t *testing.T, wdir string) string {
+	t.Helper()
+	code, did, errOut := cli(t, nil, "wallet", "did", "--data-dir", wdir)
+	if code != 0 {
+		t.Fatalf("wallet did: %s", errOut)
+	}
+	return strings.TrimSpace(did)
+}
+
+// issueFor writes to out a credential from the demo issuer for subject with attrs
+// (name=value), through `packbot credential issue`, and returns out.
+func issueFor(t *testing.T, out, subject string, attrs ...string) string {
+	t.Helper()
+	args := []string{"credential", "issue", "--subject", subject, "--out", out}
+	for _, a := range attrs {
+		args = append(args, "--attr", a)
+	}
+	if code, _, errOut := cli(t, nil, args...); code != 0 {
+		t.Fatalf("credential issue: %s", errOut)
+	}
+	return out
+}
+
 var invitationURL = regexp.MustCompile(`http://\S+/invitation\?oob=[A-Za-z0-9_-]+`)
 
 // TestServeAndWallet is the README's first run: `packbot serve` with nothing configured prints
@@ -246,15 +262,7 @@ func TestServeAndWallet(t *testing.T) {
 	}
 	// A credential for the wallet, made by the CLI, as the README shows.
 	wdir := filepath.Join(dir, "wallet")
-	code, did, errOut := cli(t, nil, "wallet", "did", "--data-dir", wdir)
-	if code != 0 {
-		t.Fatalf("wallet did: %s", errOut)
-	}
-	credFile := filepath.Join(dir, "ana.json")
-	if code, _, errOut := cli(t, nil, "credential", "issue", "--subject", strings.TrimSpace(did), "--attr", "email=ana@acme.corp",
-		"--attr", "name=Ana", "--attr", "roles=employee", "--out", credFile); code != 0 {
-		t.Fatalf("credential issue: %s", errOut)
-	}
+	credFile := issueFor(t, filepath.Join(dir, "ana.json"), walletDID(t, wdir), "email=ana@acme.corp", "name=Ana", "roles=employee")
 	w := startWallet(t, wdir, "--invitation", inv, "--credential", credFile, "--name", "Ana", "--lang", "es")
 	w.expect(ctx, "connected")
 	if e := w.expect(ctx, "profile"); e["displayName"] != "packbot demo bank" {
