@@ -195,8 +195,8 @@ func (t *turn) configValue(ctx context.Context, fs flowState, value string) erro
 		return t.promptField(ctx, srv, fs.Field)
 	}
 	t.endFlow()
-	defer t.dropDraft(ctx, fs)
 	if err := t.sayKey(ctx, "MCP_CONFIG_TESTING", "server", srv.Name); err != nil {
+		t.dropDraft(ctx, fs)
 		return err
 	}
 	typed := make(map[string]secret.Value, len(values))
@@ -204,6 +204,7 @@ func (t *turn) configValue(ctx context.Context, fs flowState, value string) erro
 		typed[k] = secret.NewValue(v)
 	}
 	tools, err := t.e.pool.Configure(ctx, t.s.Identity, srv.Name, typed)
+	t.dropDraft(ctx, fs) // saved as working credentials, or refused: the draft is done either way
 	if err != nil {
 		t.e.log.InfoContext(ctx, "MCP credentials refused", slog.String("connection", t.conn), slog.String("server", srv.Name),
 			slog.String("reason", errorClass(err)))

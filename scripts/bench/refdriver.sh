@@ -28,6 +28,8 @@ DB_NAME=${DB_NAME:-packbot_bench}
 DB_ROLE=packbot_test
 DB_PASS=packbot_test
 LOG_LEVEL=${PACKBOT_LOG_LEVEL:-info}
+DB_PARAMS=${DB_PARAMS:-}          # extra DSN parameters, e.g. "&pool_max_conns=16"
+QUIET_WAIT=${QUIET_WAIT:-600}     # seconds to wait for an idle machine before each run
 # warm-up, the reference's connection counts (more messages per connection than the driver's
 # default plan, so that CPU time is well above the 10 ms tick), the MCP step, then 1000 new
 # users for the memory figure.
@@ -57,7 +59,36 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432; then
   for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
 fi
 pg_isready -h 127.0.0.1 -p 5432
-DATABASE_URL="postgres://$DB_ROLE:$DB_PASS@127.0.0.1:5432/$DB_NAME?sslmode=disable"
+DATABASE_URL="postgres://$DB_ROLE:$DB_PASS@127.0.0.1:5432/$DB_NAME?sslmode=disable$DB_PARAMS"
+
+# busy_cores SECS: how many cores the machine kept busy over SECS seconds (/proc/stat).
+busy_cores() {
+  local a b
+  a=$(head -1 /proc/stat); sleep "$1"; b=$(head -1 /proc/stat)
+  python3 - "$a" "$b" "$1" <<'PY'
+import sys
+def busy(line):
+    v = [int(x) for x in line.split()[1:9]]
+    return sum(v) - v[3] - v[4]
+print(f"{(busy(sys.argv[2]) - busy(sys.argv[1])) / 100 / float(sys.argv[3]):.2f}")
+PY
+}
+
+# wait_quiet: the machine is shared; start a run only once other work (under 0.2 cores over
+# 3 s) has stopped, or after QUIET_WAIT seconds anyway (the summary shows what ran meanwhile).
+wait_quiet() {
+  local start=$SECONDS b
+  while :; do
+    b=$(busy_cores 3)
+    if python3 -c "import sys; sys.exit(0 if float('$b') < 0.2 else 1)"; then
+      echo "machine quiet ($b cores busy)"; return
+    fi
+    if (( SECONDS - start > QUIET_WAIT )); then
+      echo "machine still busy ($b cores) after ${QUIET_WAIT}s; running anyway"; return
+    fi
+    sleep 5
+  done
+}
 
 {
   echo "date: $(date -u +%FT%TZ)"
@@ -69,6 +100,7 @@ DATABASE_URL="postgres://$DB_ROLE:$DB_PASS@127.0.0.1:5432/$DB_NAME?sslmode=disab
   echo "postgres: $(as_postgres psql -Atc 'show server_version') synchronous_commit=$(as_postgres psql -Atc 'show synchronous_commit') shared_buffers=$(as_postgres psql -Atc 'show shared_buffers')"
   echo "plan: $PLAN"
   echo "log level: $LOG_LEVEL"
+  echo "database: ${DATABASE_URL//$DB_PASS/***}"
 } | tee "$OUT/machine.txt"
 
 for run in $(seq 1 "$RUNS"); do
@@ -79,6 +111,7 @@ for run in $(seq 1 "$RUNS"); do
 
   as_postgres dropdb --if-exists "$DB_NAME"
   as_postgres createdb -O "$DB_ROLE" "$DB_NAME"
+  wait_quiet | tee "$dir/quiet.txt"
 
   # Machine CPU, to see what shares the 2 cores during each step.
   (while :; do echo "$(date +%s.%N) $(head -1 /proc/stat)"; sleep 0.25; done) > "$dir/cpu.log" &
