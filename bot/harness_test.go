@@ -112,6 +112,10 @@ type harnessOptions struct {
 	store store.Store
 	// wrap, when set, wraps the store (to count calls).
 	wrap func(store.Store) store.Store
+	// servers are more mcp.servers entries (YAML list items) for the pack.
+	servers string
+	// oauth starts OAuth sign-ins.
+	oauth flows.OAuthStarter
 }
 
 type syncBuffer struct {
@@ -171,7 +175,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		env["AUTH_REQ"] = "true"
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "agent-pack.yaml"), []byte(testPack), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "agent-pack.yaml"), []byte(testPack+o.servers), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p, err := packs.Load(packs.Options{Path: dir, Env: packs.MapEnv(env)})
@@ -195,7 +199,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := flows.Deps{Pack: p, Catalog: h.cat, Store: h.st, MCP: h.pool, Keyring: kr, CanRequestProof: true, Logger: log}
+	d := flows.Deps{Pack: p, Catalog: h.cat, Store: h.st, MCP: h.pool, Keyring: kr, CanRequestProof: true, Logger: log, OAuth: o.oauth}
 	if !o.noLLM {
 		if d.Model, err = agent.New(agent.Config{Provider: agent.ProviderOpenAI, Model: "scripted", BaseURL: h.llm.URL, Logger: log}); err != nil {
 			t.Fatal(err)
