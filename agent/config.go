@@ -147,7 +147,11 @@ func (c Config) withDefaults() Config {
 		c.MaxRounds = DefaultMaxRounds
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: DefaultHTTPTimeout}
+		// Keep a connection alive per concurrent turn (the default keeps two per host, so most
+		// calls would open a new one under load).
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 256
+		c.HTTPClient = &http.Client{Timeout: DefaultHTTPTimeout, Transport: tr}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -94,7 +94,11 @@ func New(cfg Config) (*Channel, error) {
 		locks:    connLocks{m: make(map[string]*connLock)},
 	}
 	if c.client == nil {
-		c.client = &http.Client{Timeout: defaultTimeout}
+		// One connection per concurrent post is kept alive: the default two per host make most
+		// posts open a new TCP connection under load.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 256
+		c.client = &http.Client{Timeout: defaultTimeout, Transport: tr}
 	}
 	if c.maxBody == 0 {
 		c.maxBody = DefaultMaxBodyBytes

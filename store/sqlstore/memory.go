@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/packbot/packbot/store"
 )
@@ -15,8 +16,7 @@ const (
 	qReserveMemorySeq = `INSERT INTO memory_seq (memory_key, last_seq) VALUES ($1, $2)
 	ON CONFLICT (memory_key) DO UPDATE SET last_seq = memory_seq.last_seq + excluded.last_seq
 	RETURNING last_seq`
-	qInsertMemory = `INSERT INTO memory (memory_key, seq, role, content, data, created_at)
-	VALUES ($1, $2, $3, $4, $5, $6)`
+	qInsertMemory   = `INSERT INTO memory (memory_key, seq, role, content, data, created_at) VALUES `
 	qTrimMemory     = `DELETE FROM memory WHERE memory_key = $1 AND seq <= $2`
 	qLoadMemory     = `SELECT seq, role, content, data, created_at FROM memory WHERE memory_key = $1 ORDER BY seq DESC LIMIT $2`
 	qClearMemory    = `DELETE FROM memory WHERE memory_key = $1`
@@ -31,19 +31,30 @@ func (db *DB) AppendMemory(ctx context.Context, key string, entries []store.Memo
 		if err := c.queryRow(ctx, qReserveMemorySeq, key, len(entries)).Scan(&last); err != nil {
 			return err
 		}
-		now := db.stamp()
-		for i, e := range entries {
-			created := e.CreatedAt
-			if created.IsZero() {
-				created = now
+		if len(entries) > 0 {
+			// One multi-row INSERT: one round trip whatever the number of entries.
+			now := db.stamp()
+			var q strings.Builder
+			q.WriteString(qInsertMemory)
+			args := make([]any, 0, 6*len(entries))
+			for i, e := range entries {
+				created := e.CreatedAt
+				if created.IsZero() {
+					created = now
+				}
+				if i > 0 {
+					q.WriteString(", ")
+				}
+				n := len(args)
+				fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6)
+				args = append(args, key, last-int64(len(entries)-1-i), e.Role, e.Content, jsonArg(e.Data), millis(created))
 			}
-			seq := last - int64(len(entries)-1-i)
-			if _, err := c.exec(ctx, qInsertMemory, key, seq, e.Role, e.Content, jsonArg(e.Data), millis(created)); err != nil {
+			if _, err := c.exec(ctx, q.String(), args...); err != nil {
 				return err
 			}
 		}
-		if keep <= 0 {
-			return nil
+		if keep <= 0 || last <= int64(keep) {
+			return nil // nothing older than the newest keep entries
 		}
 		_, err := c.exec(ctx, qTrimMemory, key, last-int64(keep))
 		return err
