@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,6 +19,9 @@ var postgresDialect = &dialect{
 	migrationLock: `SELECT pg_advisory_xact_lock(31632277022863220)`,
 }
 
+// DefaultPostgresMaxConns is the pool size when the DSN sets no pool_max_conns.
+const DefaultPostgresMaxConns = 16
+
 // OpenPostgres connects to the PostgreSQL database at dsn (a URL or key=value string as pgx
 // accepts, e.g. "postgres://user:pass@host:5432/db?sslmode=disable"; pool settings such as
 // pool_max_conns and runtime parameters such as search_path may be added), applies pending
@@ -26,6 +30,11 @@ func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		// pgx's default (4 on a small machine) queues conversations behind each other while
+		// their round trips wait on the network; many concurrent short transactions want more.
+		cfg.MaxConns = DefaultPostgresMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
