@@ -26,6 +26,13 @@ const (
 // AppendMemory appends entries in order, then keeps only the newest keep entries of key
 // (keep <= 0 keeps everything). CreatedAt defaults to the store's clock.
 func (db *DB) AppendMemory(ctx context.Context, key string, entries []store.MemoryEntry, keep int) error {
+	if db.d.name == postgres && len(entries) > 0 && (keep <= 0 || len(entries) <= keep) {
+		// One statement instead of a transaction of four: this runs on every chat message.
+		if _, err := db.conn().exec(ctx, appendMemoryStatement(len(entries)), appendMemoryArgs(db, key, entries, keep)...); err != nil {
+			return fmt.Errorf("append memory %s: %w", key, err)
+		}
+		return nil
+	}
 	err := db.tx(ctx, func(c conn) error {
 		var last int64
 		if err := c.queryRow(ctx, qReserveMemorySeq, key, len(entries)).Scan(&last); err != nil {
@@ -63,6 +70,41 @@ func (db *DB) AppendMemory(ctx context.Context, key string, entries []store.Memo
 		return fmt.Errorf("append memory %s: %w", key, err)
 	}
 	return nil
+}
+
+// appendMemoryStatement is AppendMemory in one PostgreSQL statement for n entries: reserve the
+// sequence numbers (the memory_seq row lock serializes appends to a key), insert, and trim what
+// falls out of the window ($2 = n, $3 = keep, 0 for none). The DELETE does not see the rows the
+// same statement inserts, which is right: with n <= keep they all stay.
+func appendMemoryStatement(n int) string {
+	var b strings.Builder
+	b.WriteString(`WITH s AS (` + qReserveMemorySeq + `),
+	i AS (INSERT INTO memory (memory_key, seq, role, content, data, created_at)
+		SELECT $1, s.last_seq - $2 + v.n, v.role, v.content, v.data::json, v.created_at FROM s, (VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		k := 4 + 4*i
+		fmt.Fprintf(&b, "(%d::bigint, $%d::text, $%d::text, $%d::text, $%d::bigint)", i+1, k, k+1, k+2, k+3)
+	}
+	b.WriteString(`) AS v(n, role, content, data, created_at))
+	DELETE FROM memory WHERE memory_key = $1 AND $3::bigint > 0 AND seq <= (SELECT last_seq FROM s) - $3::bigint`)
+	return b.String()
+}
+
+func appendMemoryArgs(db *DB, key string, entries []store.MemoryEntry, keep int) []any {
+	now := db.stamp()
+	args := make([]any, 0, 3+4*len(entries))
+	args = append(args, key, len(entries), max(keep, 0))
+	for _, e := range entries {
+		created := e.CreatedAt
+		if created.IsZero() {
+			created = now
+		}
+		args = append(args, e.Role, e.Content, jsonArg(e.Data), millis(created))
+	}
+	return args
 }
 
 // LoadMemory returns the newest limit entries of key, oldest first (limit <= 0: all).
