@@ -92,7 +92,7 @@ wait_quiet() {
 
 {
   echo "date: $(date -u +%FT%TZ)"
-  echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with local changes)')"
+  echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo " + local changes (diff sha256 $(git diff HEAD | sha256sum | cut -c1-12), $(git status --short | wc -l) files)")"
   echo "cpus: $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
   echo "memory: $(grep MemTotal /proc/meminfo | awk '{print $2/1024/1024 " GiB"}')"
   echo "kernel: $(uname -r)"

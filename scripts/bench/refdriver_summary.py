@@ -81,19 +81,21 @@ def main():
                 steps[st] = []
                 order.append(st)
             if res["kind"] not in ("idle", "settle"):
-                # The driver reads the bot's, PostgreSQL's and its own CPU just before the
-                # measured phase and just after its quiet period (measure_end): the same window.
-                t0, t1 = ts(res["measure_start"]), ts(res["measure_end"])
-                res["_window"] = t1 - t0
-                b = busy_between(cpu, t0, t1)
+                # Bot, PostgreSQL and driver CPU are read by the driver just before the measured
+                # phase and after its quiet second; nearly all of it is spent during the active
+                # period (first send to last reply, wall_sec), so the shares are per active
+                # second, and the machine's busy cores are read over that same period.
+                t0 = ts(res["measure_start"])
+                wall = res["wall_sec"]
+                b = busy_between(cpu, t0, t0 + wall) if wall else None
                 if b is not None:
-                    busy, wall = b
-                    res["_machine_busy"] = busy / wall  # cores busy on average
-                    res["_others"] = max(0.0, busy / wall - (res["bot_cpu_sec"] + res["aux_cpu_sec"] + res["driver_cpu_sec"]) / res["_window"])
+                    busy, span = b
+                    res["_machine_busy"] = busy / span  # cores busy on average
+                    res["_others"] = max(0.0, busy / span - (res["bot_cpu_sec"] + res["aux_cpu_sec"] + res["driver_cpu_sec"]) / wall)
             steps[st].append(res)
 
     print(f"runs: {len(runs)} ({out})\n")
-    print("| step | msg/s (median; runs) | reply p50 / p99 ms | bot CPU ms/msg | LLM calls/msg | VS Agent posts/msg | errors | RSS end MB | cores busy (step window): machine / bot / PG / driver / others |")
+    print("| step | msg/s (median; runs) | reply p50 / p99 ms | bot CPU ms/msg | LLM calls/msg | VS Agent posts/msg | errors | RSS end MB | cores busy while active: machine / bot / PG / driver / others |")
     print("|---|---|---|---|---|---|---|---|---|")
     for st in order:
         rs = steps[st]
@@ -103,7 +105,7 @@ def main():
         errs = sum(sum(v for v in x["errors"].values()) for x in rs)
 
         def per_wall(key):
-            return med([x[key] / x["_window"] if x.get("_window") else None for x in rs])
+            return med([x[key] / x["wall_sec"] if x["wall_sec"] else None for x in rs])
 
         print(
             f"| {st} | {fmt(med(mps), 0)} ({', '.join(fmt(m, 0) for m in mps)})"
