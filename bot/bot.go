@@ -101,14 +101,17 @@ func New(cfg Config) (*Bot, error) {
 
 // HandleEvent queues e behind the other events of its connection. It returns at once unless
 // the connection's queue is full, in which case it waits (never drops) and says so.
-func (b *Bot) HandleEvent(ctx context.Context, e channel.Event) {
+func (b *Bot) HandleEvent(ctx context.Context, e channel.Event) { b.enqueue(ctx, e, true) }
+
+// enqueue queues e; when the queue is full it waits if wait is set, else gives up (false).
+func (b *Bot) enqueue(ctx context.Context, e channel.Event, wait bool) bool {
 	conn := e.Connection()
 	b.mu.Lock()
 	if b.stopping {
 		b.mu.Unlock()
 		b.log.WarnContext(ctx, "event arrived while the bot is stopping; dropped", slog.String("connection", conn),
 			slog.String("event", fmt.Sprintf("%T", e)))
-		return
+		return false
 	}
 	w, ok := b.workers[conn]
 	if !ok {
@@ -118,14 +121,21 @@ func (b *Bot) HandleEvent(ctx context.Context, e channel.Event) {
 		go b.serve(w)
 	}
 	w.pending++
-	b.mu.Unlock()
 	select {
-	case w.events <- e:
-		return
+	case w.events <- e: // under the lock: never blocks here
+		b.mu.Unlock()
+		return true
 	default:
 	}
+	if !wait {
+		w.pending--
+		b.mu.Unlock()
+		return false
+	}
+	b.mu.Unlock()
 	b.log.WarnContext(ctx, "connection's event queue is full; waiting", slog.String("connection", conn), slog.Int("queue", b.qsize))
 	w.events <- e // the worker cannot exit while pending > 0, so this send completes
+	return true
 }
 
 // serve handles w's events in order, and exits when none is pending.

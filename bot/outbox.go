@@ -9,22 +9,15 @@ import (
 	"time"
 
 	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/store"
 )
 
-// Outbox message kinds.
-const (
-	// KindNotice is a [Notice]: an i18n key translated for the recipient when it is delivered.
-	KindNotice = "notice"
-)
+// KindNotice is the outbox kind of a [Notice].
+const KindNotice = i18n.MessageKind
 
-// Notice is an outbox message: the text of Key (with Args, name/value pairs) in the language of
-// the connection it reaches, or Text verbatim when Key is empty.
-type Notice struct {
-	Key  string   `json:"key,omitempty"`
-	Args []string `json:"args,omitempty"`
-	Text string   `json:"text,omitempty"`
-}
+// Notice is an outbox message: translated for the connection it reaches when it is delivered.
+type Notice = i18n.Message
 
 const (
 	outboxLease  = 30 * time.Second
@@ -137,10 +130,7 @@ func (b *Bot) deliverOne(ctx context.Context, m store.OutboxMessage, cache map[s
 		targets = []store.Session{s}
 	}
 	for _, s := range targets {
-		text := n.Text
-		if n.Key != "" {
-			text = b.flows.Text(s.Language, n.Key, n.Args...)
-		}
+		text := b.flows.Render(s.Language, n)
 		_, err := b.ch.SendText(ctx, s.ConnectionID, channel.Text{Content: text})
 		if err == nil {
 			return nil
@@ -157,4 +147,26 @@ func backoff(attempts int) time.Duration {
 		d *= 2
 	}
 	return min(d, 10*time.Minute)
+}
+
+// RefreshMenus re-sends the menus of every connection of identities (their badge counts may
+// have changed), behind whatever their connections are doing.
+func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
+	seen := map[string]bool{}
+	for _, id := range identities {
+		if id == "" || seen[id] {
+			continue
+		}
+		seen[id] = true
+		ss, err := b.st.SessionsByIdentity(ctx, id)
+		if err != nil {
+			b.log.WarnContext(ctx, "refresh menus", slog.String("identity", id), slog.Any("err", err))
+			continue
+		}
+		for _, s := range ss {
+			// Never waits: this may run inside a worker, whose own queue could be full (its next
+			// event re-sends the menu anyway).
+			b.enqueue(ctx, channel.MenuRequested{Conn: s.ConnectionID}, false)
+		}
+	}
 }

@@ -89,19 +89,17 @@ func (t *turn) menuSelected(ctx context.Context, ev channel.MenuSelected) error 
 		return t.startConfig(ctx)
 	case menu.ActionAbortConfig:
 		return t.abortConfig(ctx)
+	case menu.ActionMyApprovalRequests:
+		return t.myRequests(ctx)
+	case menu.ActionPendingApprovals:
+		return t.pendingApprovals(ctx)
 	}
-	// Approval menus arrive with the approvals package; a custom action has no handler here.
-	return t.sayKey(ctx, "UNKNOWN_MENU_OPTION")
+	return t.sayKey(ctx, "UNKNOWN_MENU_OPTION") // a custom action has no handler
 }
 
 func (t *turn) menuState(ctx context.Context) menu.State {
-	s := menu.State{Authenticated: t.s.Authenticated, Configuring: t.s.State == store.StateMCPConfig}
-	if t.s.Authenticated && t.e.counts != nil {
-		if c, err := t.e.counts(ctx, t.s.Identity); err == nil {
-			s.Counts = c
-		}
-	}
-	return s
+	return menu.State{Authenticated: t.s.Authenticated, Configuring: t.s.State == store.StateMCPConfig,
+		Counts: t.e.counts(ctx, t.caller())}
 }
 
 // authenticate sends a proof request (again, when one was pending) and waits in state AUTH.

@@ -2,7 +2,6 @@ package flows
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/packbot/packbot/agent"
+	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/mcp"
@@ -39,10 +39,9 @@ type Deps struct {
 	Keyring *secret.Keyring
 	// OAuth starts OAuth sign-ins to user-controlled servers; nil when unavailable.
 	OAuth OAuthStarter
-	// Approvals receives calls that need approval; nil: the call is answered APPROVAL_REQUIRED.
-	Approvals Approvals
-	// Counts gives a user's badge counts; nil: zero.
-	Counts func(ctx context.Context, identity string) (menu.Counts, error)
+	// Approvals runs approval requests; nil: a call that needs approval is answered
+	// APPROVAL_REQUIRED and does not run.
+	Approvals *approvals.Service
 	// CanRequestProof says whether the channel can ask for credentials.
 	CanRequestProof bool
 	Logger          *slog.Logger
@@ -57,26 +56,6 @@ type OAuthStarter interface {
 	Begin(ctx context.Context, identity, server string) (string, error)
 }
 
-// Approvals is where calls that need approval go. The approvals package implements it.
-type Approvals interface {
-	// Request handles a call whose decision is APPROVAL and that the caller cannot approve
-	// alone; it returns the text for the caller (and for the LLM as the tool's result).
-	Request(ctx context.Context, r ApprovalRequest) (string, error)
-}
-
-// ApprovalRequest is a call waiting for approval.
-type ApprovalRequest struct {
-	Conn     string
-	Caller   rbac.Caller
-	Language string
-	Server   string
-	Tool     string
-	// Arguments are the call's arguments exactly as asked.
-	Arguments   json.RawMessage
-	Fingerprint string
-	Decision    rbac.Decision
-}
-
 // Engine runs the flows of one pack. It is safe for concurrent use by many connections; the
 // caller serializes the events of one connection.
 type Engine struct {
@@ -87,8 +66,7 @@ type Engine struct {
 	model   *agent.Model
 	keyring *secret.Keyring
 	oauth   OAuthStarter
-	appr    Approvals
-	counts  func(ctx context.Context, identity string) (menu.Counts, error)
+	appr    *approvals.Service
 	rbac    *rbac.Engine
 	menu    *menu.Menu
 	log     *slog.Logger
@@ -113,7 +91,7 @@ func New(d Deps) (*Engine, error) {
 	}
 	e := &Engine{
 		pack: d.Pack, cat: d.Catalog, st: d.Store, pool: d.MCP, model: d.Model, keyring: d.Keyring,
-		oauth: d.OAuth, appr: d.Approvals, counts: d.Counts, rbac: rbac.New(d.Pack),
+		oauth: d.OAuth, appr: d.Approvals, rbac: rbac.New(d.Pack),
 		log: d.Logger, now: d.Now, maxText: d.MaxText,
 		canAuth: d.CanRequestProof && d.Pack.Flows.Authentication.Enabled,
 	}
@@ -289,18 +267,24 @@ func (e *Engine) Menu(ctx context.Context, s store.Session) channel.Menu {
 	if st.Name == "" {
 		st.Name = s.Identity
 	}
-	if s.Authenticated && e.counts != nil {
-		c, err := e.counts(ctx, s.Identity)
-		if err != nil {
-			e.log.WarnContext(ctx, "badge counts", slog.String("connection", s.ConnectionID), slog.Any("err", err))
-		}
-		st.Counts = c
-	}
+	st.Counts = e.counts(ctx, rbac.Caller{Identity: s.Identity, DisplayName: s.DisplayName, Roles: s.Roles, Authenticated: s.Authenticated})
 	lang := s.Language
 	if lang == "" {
 		lang = e.cat.Default()
 	}
 	return e.menu.Build(st, lang, e.cat)
+}
+
+// counts are c's badge counts (zero without approvals or on a store error, which is logged).
+func (e *Engine) counts(ctx context.Context, c rbac.Caller) menu.Counts {
+	if e.appr == nil || !c.Authenticated {
+		return menu.Counts{}
+	}
+	mine, decidable, err := e.appr.Counts(ctx, c)
+	if err != nil {
+		e.log.WarnContext(ctx, "badge counts", slog.String("identity", c.Identity), slog.Any("err", err))
+	}
+	return menu.Counts{ApprovalRequests: mine, PendingApprovals: decidable}
 }
 
 // agentCache holds the tool sets offered to the LLM, by role set, tool-catalog version and the
@@ -313,6 +297,9 @@ type agentCache struct {
 
 // maxCachedToolSets bounds the cache; it is cleared when full (role sets are few in practice).
 const maxCachedToolSets = 1024
+
+// Render is m in lang (the pack default when empty).
+func (e *Engine) Render(lang string, m i18n.Message) string { return m.In(e.cat, lang) }
 
 // Text is the text of key in lang (the pack default when empty), for notices sent outside a
 // conversation turn.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/flows"
 )
 
@@ -50,11 +51,11 @@ func FuzzCanonicalJSON(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		c := flows.CanonicalJSON(json.RawMessage(s))
+		c := approvals.CanonicalJSON(json.RawMessage(s))
 		if !json.Valid([]byte(s)) {
 			return
 		}
-		if again := flows.CanonicalJSON(c); string(again) != string(c) {
+		if again := approvals.CanonicalJSON(c); string(again) != string(c) {
 			t.Fatalf("not a fixed point: %q → %q → %q", s, c, again)
 		}
 		var v1, v2 any

@@ -99,6 +99,13 @@ func (t *turn) answerByText(ctx context.Context, fs flowState, content string) (
 // choose continues a flow with the value of the chosen option.
 func (t *turn) choose(ctx context.Context, fs flowState, value string) error {
 	fs.Question, fs.QuestionByText, fs.Options = "", false, nil
+	switch fs.Kind {
+	case kindApprovalConfirm, kindMyRequests, kindMyRequest, kindPending, kindPendingRequest:
+		if t.e.appr == nil {
+			return t.sayKey(ctx, "UNEXPECTED_ANSWER")
+		}
+		return t.chooseApproval(ctx, fs.Kind, fs, value)
+	}
 	switch {
 	case fs.Kind == kindMCPConfig && fs.Step == stepServer:
 		return t.serverChosen(ctx, value)

@@ -1,7 +1,6 @@
 package flows
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/packbot/packbot/agent"
+	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/rbac"
 	"github.com/packbot/packbot/store"
@@ -216,9 +216,11 @@ func (t *turn) invoke(ctx context.Context, ref toolRef, args json.RawMessage) (c
 			return callOutcome{Text: t.tr("APPROVAL_REQUIRED", "tool", ref.Tool, "server", ref.Server,
 				"roles", strings.Join(d.Policy.Approvers, ", "))}, nil
 		}
-		text, err := t.e.appr.Request(ctx, ApprovalRequest{Conn: t.conn, Caller: caller, Language: t.lang(),
-			Server: ref.Server, Tool: ref.Tool, Arguments: args, Fingerprint: fp, Decision: d})
-		return callOutcome{Text: text}, err
+		if err := t.confirmRequest(ctx, ref, args, d); err != nil {
+			return callOutcome{}, err
+		}
+		return callOutcome{Text: t.tr("APPROVAL_REQUIRED", "tool", ref.Tool, "server", ref.Server,
+			"roles", strings.Join(d.Policy.Approvers, ", ")) + " (the user is asked whether to submit an approval request)"}, nil
 	}
 	row.Decision = store.DecisionAllow
 	res, err := t.e.pool.Call(ctx, mcp.Call{Identity: t.s.Identity, Server: ref.Server, Tool: ref.Tool, Arguments: args})
@@ -293,28 +295,9 @@ func errorClass(err error) string {
 // identity.
 func Fingerprint(server, tool string, args json.RawMessage, identity string) string {
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(server), []byte(tool), CanonicalJSON(args), []byte(identity)} {
+	for _, part := range [][]byte{[]byte(server), []byte(tool), approvals.CanonicalJSON(args), []byte(identity)} {
 		h.Write(part)
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// CanonicalJSON re-encodes a JSON value with sorted object keys and no insignificant space;
-// empty input is {}; invalid JSON is returned as given.
-func CanonicalJSON(raw json.RawMessage) []byte {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return []byte("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return raw
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return raw
-	}
-	return out
 }

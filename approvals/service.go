@@ -1,0 +1,431 @@
+package approvals
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/packbot/packbot/i18n"
+	"github.com/packbot/packbot/mcp"
+	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/rbac"
+	"github.com/packbot/packbot/store"
+)
+
+// Errors of decisions, besides store.ErrAlreadyResolved and store.ErrAlreadyVoted.
+var (
+	// ErrNotApprover: the caller holds none of the request's approver roles now.
+	ErrNotApprover = errors.New("not an approver of this request")
+	// ErrOwnRequest: the caller asked for the call and self-approval is off.
+	ErrOwnRequest = errors.New("cannot decide one's own request")
+)
+
+// Store is what the service keeps its state in.
+type Store interface {
+	store.Approvals
+	store.Outbox
+	store.Audit
+	store.Sessions
+}
+
+// Directory finds the users holding roles (as of their last login), to notify approvers who are
+// offline.
+type Directory interface {
+	IdentitiesWithRoles(ctx context.Context, roles []string) ([]string, error)
+}
+
+// Config configures a [Service].
+type Config struct {
+	Store Store
+	Pack  *packs.Pack
+	MCP   *mcp.Pool
+	// Directory finds approvers to notify; nil: only badge counts tell them.
+	Directory Directory
+	// Kick asks for identity's outbox to be delivered now (the bot's deliverer).
+	Kick func(identity string)
+	// BadgesChanged is told whose badge counts may have changed, to re-send their menus.
+	BadgesChanged func(ctx context.Context, identities []string)
+	Logger        *slog.Logger
+	Now           func() time.Time
+	// SweepEvery is how often expired requests and interrupted executions are looked for
+	// (default 15 s).
+	SweepEvery time.Duration
+}
+
+// Service runs approvals for one pack. Its methods are safe for concurrent use.
+type Service struct {
+	st    Store
+	pack  *packs.Pack
+	pool  *mcp.Pool
+	dir   Directory
+	kick  func(string)
+	badge func(context.Context, []string)
+	rbac  *rbac.Engine
+	log   *slog.Logger
+	now   func() time.Time
+	every time.Duration
+}
+
+// New checks cfg and returns a service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Pack == nil || cfg.MCP == nil {
+		return nil, errors.New("approvals: Store, Pack and MCP are required")
+	}
+	s := &Service{st: cfg.Store, pack: cfg.Pack, pool: cfg.MCP, dir: cfg.Directory, kick: cfg.Kick, badge: cfg.BadgesChanged,
+		rbac: rbac.New(cfg.Pack), log: cfg.Logger, now: cfg.Now, every: cfg.SweepEvery}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.every <= 0 {
+		s.every = 15 * time.Second
+	}
+	if s.kick == nil {
+		s.kick = func(string) {}
+	}
+	if s.badge == nil {
+		s.badge = func(context.Context, []string) {}
+	}
+	return s, nil
+}
+
+// Request is a call whose decision is APPROVAL, to submit.
+type Request struct {
+	Caller    rbac.Caller
+	Conn      string
+	Lang      string
+	Server    string
+	Tool      string
+	Arguments json.RawMessage
+	Policy    *packs.ApprovalPolicy
+}
+
+// Fingerprint is the SHA-256 (hex) of (server, tool, canonical arguments, requester, policy).
+func Fingerprint(server, tool string, canonicalArgs []byte, requester string, p *packs.ApprovalPolicy) string {
+	h := sha256.New()
+	policy, _ := json.Marshal(p) // plain fields: cannot fail
+	for _, part := range [][]byte{[]byte(server), []byte(tool), canonicalArgs, []byte(requester), policy} {
+		h.Write(part)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Submit stores a PENDING request and notifies the requester and the approvers.
+func (s *Service) Submit(ctx context.Context, r Request) (store.Approval, error) {
+	if r.Policy == nil {
+		return store.Approval{}, errors.New("submit approval: no policy")
+	}
+	now := s.now()
+	timeout := time.Duration(r.Policy.TimeoutMinutes * float64(time.Minute))
+	if timeout <= 0 {
+		timeout = time.Hour
+	}
+	tool, _ := s.lookup(r.Server, r.Tool)
+	a := store.Approval{
+		ID: newID(), Server: r.Server, Tool: r.Tool, Arguments: []byte(r.Arguments), // exactly as asked
+		Fingerprint: Fingerprint(r.Server, r.Tool, CanonicalJSON(r.Arguments), r.Caller.Identity, r.Policy),
+		Description: tool.Description, Requester: r.Caller.Identity, RequesterName: r.Caller.DisplayName,
+		RequesterConn: r.Conn, RequesterLang: r.Lang, ApproverRoles: slices.Clone(r.Policy.Approvers),
+		Quorum: max(r.Policy.Quorum, 1), AllowSelf: r.Policy.AllowSelfApproval,
+		CreatedAt: now, ExpiresAt: now.Add(timeout),
+	}
+	if len(a.Arguments) == 0 {
+		a.Arguments = []byte("{}")
+	}
+	if err := s.st.CreateApproval(ctx, a); err != nil {
+		return store.Approval{}, fmt.Errorf("submit approval: %w", err)
+	}
+	s.log.InfoContext(ctx, "approval requested", slog.String("id", a.ID), slog.String("requester", a.Requester),
+		slog.String("server", a.Server), slog.String("tool", a.Tool), slog.String("fingerprint", a.Fingerprint))
+	approvers := s.approvers(ctx, a)
+	s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_SUBMITTED", Args: []string{"tool", a.Tool, "id", short(a.ID)}})
+	for _, id := range approvers {
+		s.notify(ctx, id, i18n.Message{Key: "APPROVAL_NEW", Args: []string{"requester", name(a), "tool", a.Tool, "server", a.Server, "summary", s.Summary(a)}})
+	}
+	s.badge(ctx, append([]string{a.Requester}, approvers...))
+	return a, nil
+}
+
+// Summary is the argument summary of a, built from its arguments and the tool's schema.
+func (s *Service) Summary(a store.Approval) string {
+	tool, _ := s.lookup(a.Server, a.Tool)
+	return Summary(a.Arguments, tool.InputSchema)
+}
+
+func (s *Service) lookup(server, tool string) (mcp.Tool, bool) {
+	cat, _ := s.pool.Catalog()
+	return cat.Lookup(server, tool)
+}
+
+// approvers are the identities that may decide a (as the directory knows them), but the
+// requester unless self-approval is allowed.
+func (s *Service) approvers(ctx context.Context, a store.Approval) []string {
+	if s.dir == nil {
+		return nil
+	}
+	ids, err := s.dir.IdentitiesWithRoles(ctx, a.ApproverRoles)
+	if err != nil {
+		s.log.WarnContext(ctx, "approvers not found", slog.String("id", a.ID), slog.Any("err", err))
+		return nil
+	}
+	out := ids[:0]
+	for _, id := range ids {
+		if id != a.Requester || a.AllowSelf {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Decide records approver's decision on request id. The approver's roles are checked now; a
+// decision that reaches the quorum runs the tool (once: the store hands out one execution
+// claim) and tells the requester the result.
+func (s *Service) Decide(ctx context.Context, approver rbac.Caller, id string, approve bool) (store.Approval, error) {
+	a, err := s.st.GetApproval(ctx, id)
+	if err != nil {
+		return store.Approval{}, fmt.Errorf("decide approval %s: %w", id, err)
+	}
+	if !approver.Authenticated || !rbac.HoldsAny(approver.Roles, a.ApproverRoles) {
+		return a, ErrNotApprover
+	}
+	if approver.Identity == a.Requester && !a.AllowSelf {
+		return a, ErrOwnRequest
+	}
+	v := store.Vote{Approver: approver.Identity, Decision: store.VoteReject, At: s.now()}
+	if approve {
+		v.Decision = store.VoteApprove
+	}
+	a, err = s.st.VoteApproval(ctx, id, v, s.lease(a))
+	if err != nil {
+		return a, fmt.Errorf("decide approval %s: %w", id, err)
+	}
+	s.log.InfoContext(ctx, "approval vote", slog.String("id", id), slog.String("approver", approver.Identity),
+		slog.String("decision", v.Decision), slog.String("status", a.Status))
+	approvers := s.approvers(ctx, a)
+	switch a.Status {
+	case store.ApprovalRejected:
+		s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_REJECTED", Args: []string{"tool", a.Tool, "approver", approverName(approver)}})
+	case store.ApprovalApproved:
+		for _, other := range approvers {
+			if other != approver.Identity {
+				s.notify(ctx, other, i18n.Message{Key: "APPROVAL_APPROVED_OTHERS", Args: []string{"requester", name(a), "tool", a.Tool, "approver", approverName(approver)}})
+			}
+		}
+		if a.Exec == store.ExecClaimed {
+			a = s.execute(ctx, a, approverName(approver))
+		}
+	}
+	s.badge(ctx, append([]string{a.Requester, approver.Identity}, approvers...))
+	return a, nil
+}
+
+// lease is how long an execution claim lasts: the server's call timeout and a margin.
+func (s *Service) lease(a store.Approval) time.Duration {
+	timeout := time.Duration(packs.DefaultTimeoutMs) * time.Millisecond
+	if srv := s.pack.Server(a.Server); srv != nil && srv.TimeoutMs > 0 {
+		timeout = time.Duration(srv.TimeoutMs) * time.Millisecond
+	}
+	return timeout + 30*time.Second
+}
+
+// execute runs an approved call whose execution this process claimed: the requester's access
+// is decided again from their latest session, then the tool runs and the outcome is recorded
+// and told to the requester.
+func (s *Service) execute(ctx context.Context, a store.Approval, approver string) store.Approval {
+	caller, ok := s.requester(ctx, a.Requester)
+	row := store.AuditRecord{Identity: a.Requester, Roles: caller.Roles, Server: a.Server, Tool: a.Tool,
+		ArgsFingerprint: a.Fingerprint, Decision: store.DecisionApproval, ApprovalID: a.ID}
+	d := rbac.Decision{Effect: rbac.Deny, Reason: "the requester is not logged in"}
+	if ok {
+		d = s.rbac.Decide(caller, a.Server, a.Tool)
+	}
+	if d.Effect == rbac.Deny {
+		row.Outcome, row.Error = store.OutcomeDenied, "access revoked: "+d.Reason
+		s.audit(ctx, row)
+		done, err := s.st.FinishExecution(ctx, a.ID, store.ExecFailed, nil, row.Error)
+		if err != nil {
+			s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", err))
+			return a
+		}
+		s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_REVOKED", Args: []string{"tool", a.Tool}})
+		return done
+	}
+	res, err := s.pool.Call(ctx, mcp.Call{Identity: a.Requester, Server: a.Server, Tool: a.Tool, Arguments: a.Arguments})
+	row.Latency = res.Elapsed
+	exec, result, errText := store.ExecDone, []byte(res.Text), ""
+	switch {
+	case err != nil:
+		exec, result, errText = store.ExecFailed, nil, err.Error()
+		row.Outcome, row.Error = store.OutcomeFailed, "call failed"
+	case res.IsError:
+		exec, errText = store.ExecFailed, res.Text
+		row.Outcome, row.Error = store.OutcomeFailed, "tool reported an error"
+	default:
+		row.Outcome = store.OutcomeExecuted
+	}
+	s.audit(ctx, row)
+	done, ferr := s.st.FinishExecution(ctx, a.ID, exec, result, errText)
+	if ferr != nil {
+		s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", ferr))
+		return a
+	}
+	if exec == store.ExecDone {
+		s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_APPROVED_RESULT", Args: []string{"tool", a.Tool, "approver", approver, "result", res.Text}})
+	} else {
+		s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_APPROVED_FAILED", Args: []string{"tool", a.Tool, "approver", approver, "error", errText}})
+	}
+	return done
+}
+
+// requester is the requester as of their latest authenticated session.
+func (s *Service) requester(ctx context.Context, identity string) (rbac.Caller, bool) {
+	ss, err := s.st.SessionsByIdentity(ctx, identity)
+	if err != nil {
+		s.log.WarnContext(ctx, "requester's sessions", slog.String("identity", identity), slog.Any("err", err))
+		return rbac.Caller{}, false
+	}
+	for _, se := range ss {
+		if se.Authenticated {
+			return rbac.Caller{Identity: identity, DisplayName: se.DisplayName, Roles: se.Roles, Authenticated: true}, true
+		}
+	}
+	return rbac.Caller{}, false
+}
+
+// Cancel cancels requester's own pending request.
+func (s *Service) Cancel(ctx context.Context, requester, id string) (store.Approval, error) {
+	a, err := s.st.CancelApproval(ctx, id, requester, s.now())
+	if err != nil {
+		return a, fmt.Errorf("cancel approval %s: %w", id, err)
+	}
+	approvers := s.approvers(ctx, a)
+	for _, other := range approvers {
+		s.notify(ctx, other, i18n.Message{Key: "APPROVAL_CANCELLED", Args: []string{"requester", name(a), "tool", a.Tool}})
+	}
+	s.badge(ctx, append([]string{a.Requester}, approvers...))
+	return a, nil
+}
+
+// Mine lists requester's pending requests.
+func (s *Service) Mine(ctx context.Context, requester string) ([]store.Approval, error) {
+	return s.st.ListApprovals(ctx, store.ApprovalQuery{Requester: requester, Status: store.ApprovalPending})
+}
+
+// Decidable lists the pending requests c may decide.
+func (s *Service) Decidable(ctx context.Context, c rbac.Caller) ([]store.Approval, error) {
+	if !c.Authenticated || len(c.Roles) == 0 {
+		return nil, nil
+	}
+	return s.st.ListApprovals(ctx, store.ApprovalQuery{DecidableBy: c.Identity, Roles: c.Roles})
+}
+
+// Counts are c's badge counts: their own pending requests, and those they may decide.
+func (s *Service) Counts(ctx context.Context, c rbac.Caller) (mine, decidable int, err error) {
+	if !c.Authenticated {
+		return 0, 0, nil
+	}
+	if mine, err = s.st.CountApprovals(ctx, store.ApprovalQuery{Requester: c.Identity, Status: store.ApprovalPending}); err != nil {
+		return 0, 0, err
+	}
+	if len(c.Roles) > 0 {
+		decidable, err = s.st.CountApprovals(ctx, store.ApprovalQuery{DecidableBy: c.Identity, Roles: c.Roles})
+	}
+	return mine, decidable, err
+}
+
+// Run sweeps until ctx ends: pending requests past their expiry become EXPIRED (the requester
+// is told), and executions whose claim ran out without an outcome become interrupted (the
+// requester is told; they never run again). Any number of processes may run it.
+func (s *Service) Run(ctx context.Context) error {
+	tick := time.NewTicker(s.every)
+	defer tick.Stop()
+	for {
+		s.Sweep(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// Sweep does one round of Run's work.
+func (s *Service) Sweep(ctx context.Context) {
+	now := s.now()
+	expired, err := s.st.ExpireApprovals(ctx, now, 100)
+	if err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "expire approvals", slog.Any("err", err))
+	}
+	for _, a := range expired {
+		s.log.InfoContext(ctx, "approval expired", slog.String("id", a.ID))
+		s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_EXPIRED", Args: []string{"tool", a.Tool}})
+		s.badge(ctx, append([]string{a.Requester}, s.approvers(ctx, a)...))
+	}
+	interrupted, err := s.st.InterruptExecutions(ctx, now, 100)
+	if err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "interrupt executions", slog.Any("err", err))
+	}
+	for _, a := range interrupted {
+		s.log.WarnContext(ctx, "approved execution interrupted; it will not run again", slog.String("id", a.ID))
+		s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_INTERRUPTED", Args: []string{"tool", a.Tool}})
+	}
+}
+
+// notify puts m in identity's outbox and asks for delivery.
+func (s *Service) notify(ctx context.Context, identity string, m i18n.Message) {
+	payload, _ := json.Marshal(m) // strings only: cannot fail
+	if _, err := s.st.EnqueueOutbox(ctx, store.OutboxMessage{Identity: identity, Kind: i18n.MessageKind, Payload: payload}); err != nil {
+		s.log.ErrorContext(ctx, "notice not queued", slog.String("identity", identity), slog.String("key", m.Key), slog.Any("err", err))
+		return
+	}
+	s.kick(identity)
+}
+
+func (s *Service) audit(ctx context.Context, r store.AuditRecord) {
+	if _, err := s.st.AppendAudit(ctx, r); err != nil {
+		s.log.ErrorContext(ctx, "audit row not written", slog.String("approval", r.ApprovalID), slog.Any("err", err))
+	}
+}
+
+func name(a store.Approval) string {
+	if a.RequesterName != "" {
+		return a.RequesterName
+	}
+	return a.Requester
+}
+
+func approverName(c rbac.Caller) string {
+	if c.DisplayName != "" {
+		return c.DisplayName
+	}
+	return c.Identity
+}
+
+// short is the first 8 characters of an id, for texts.
+func short(id string) string { return id[:min(8, len(id))] }
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return hex.EncodeToString(b[:])
+}
+
+// Get returns one request.
+func (s *Service) Get(ctx context.Context, id string) (store.Approval, error) {
+	a, err := s.st.GetApproval(ctx, id)
+	if err != nil {
+		return a, fmt.Errorf("get approval %s: %w", id, err)
+	}
+	return a, nil
+}
