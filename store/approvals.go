@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Approval statuses (rbac-approvals.md). PENDING is the only status a request leaves; each
+// transition out of it happens once, in one conditional update.
+const (
+	ApprovalPending   = "PENDING"
+	ApprovalApproved  = "APPROVED"
+	ApprovalRejected  = "REJECTED"
+	ApprovalCancelled = "CANCELLED"
+	ApprovalExpired   = "EXPIRED"
+)
+
+// Execution states of an APPROVED request. The execution is claimed in the same transaction as
+// the approval that reached the quorum; a claim whose lease ends without a recorded outcome
+// becomes ExecInterrupted and is never run again.
+const (
+	ExecNone        = ""            // not approved (or approved before execution was tracked)
+	ExecClaimed     = "claimed"     // approved; the claimer runs the tool until ExecUntil
+	ExecDone        = "done"        // the tool ran; Result holds its answer
+	ExecFailed      = "failed"      // the call did not run or failed (Error says why)
+	ExecInterrupted = "interrupted" // the claimer vanished mid-run: outcome unknown, never rerun
+)
+
+// Vote decisions.
+const (
+	VoteApprove = "approve"
+	VoteReject  = "reject"
+)
+
+// Errors of the approval transitions.
+var (
+	// ErrAlreadyResolved: the request is no longer PENDING (another approver, the requester, or
+	// the expiry got there first), or its execution is no longer claimed.
+	ErrAlreadyResolved = errors.New("already resolved")
+	// ErrAlreadyVoted: this approver has already voted on the request.
+	ErrAlreadyVoted = errors.New("already voted")
+)
+
+// Vote is one approver's decision.
+type Vote struct {
+	Approver string // identity
+	Decision string // VoteApprove or VoteReject
+	At       time.Time
+}
+
+// Approval is a tool call waiting for (or past) approval.
+type Approval struct {
+	ID     string
+	Server string
+	Tool   string
+	// Arguments are the call's arguments exactly as asked (JSON).
+	Arguments []byte
+	// Fingerprint is the SHA-256 of (server, tool, canonical arguments, requester, policy).
+	Fingerprint string
+	// Description is the tool's description when the request was made.
+	Description string
+
+	Requester     string // identity
+	RequesterName string
+	RequesterConn string
+	RequesterLang string
+
+	// ApproverRoles: holders of any of them may decide. Indexed for the badge queries.
+	ApproverRoles []string
+	Quorum        int  // distinct approvals needed (>= 1)
+	AllowSelf     bool // the requester may decide their own request when they hold an approver role
+
+	Votes []Vote // in voting order
+
+	Status     string
+	ResolvedBy string // the approver who resolved it, the requester who cancelled, or "" (expiry)
+	CreatedAt  time.Time
+	ResolvedAt time.Time // zero while PENDING
+	ExpiresAt  time.Time
+
+	Exec      string    // execution state (ExecNone while not approved)
+	ExecUntil time.Time // end of the execution claim's lease
+	Result    []byte    // the tool's answer (JSON or text), when Exec is ExecDone
+	Error     string    // why the execution failed, when Exec is ExecFailed
+}
+
+// ApprovalQuery selects approvals; empty fields match everything. Results are ordered by
+// CreatedAt then ID, oldest first.
+type ApprovalQuery struct {
+	// Requester keeps the requests of this identity.
+	Requester string
+	// Status keeps one status.
+	Status string
+	// DecidableBy keeps PENDING requests that DecidableBy (an identity) holding one of Roles may
+	// decide: one of its approver roles is in Roles, it is not their own request unless
+	// AllowSelf, and they have not voted on it. Both must be set together.
+	DecidableBy string
+	Roles       []string
+	Limit       int // <= 0: 100
+}
+
+// Approvals stores approval requests. Every transition is one conditional update in one
+// transaction, so that concurrent approvers, cancels and expiries (in this process or another)
+// resolve a request exactly once.
+type Approvals interface {
+	// CreateApproval stores a new PENDING request (ID, CreatedAt and ExpiresAt set by the caller;
+	// Status, Votes and execution fields are ignored). ErrConflict if the ID exists.
+	CreateApproval(ctx context.Context, a Approval) error
+	// GetApproval returns one request with its votes, or ErrNotFound.
+	GetApproval(ctx context.Context, id string) (Approval, error)
+	// VoteApproval records v on a PENDING request whose ExpiresAt is after v.At. A reject
+	// resolves it REJECTED (ResolvedBy = v.Approver). An approval that brings the number of
+	// distinct approvals to the quorum resolves it APPROVED and claims its execution (Exec =
+	// ExecClaimed, ExecUntil = v.At + lease) in the same transaction; below the quorum the vote
+	// is only recorded. Returns the request after the vote; ErrAlreadyResolved when it is not
+	// PENDING or has expired; ErrAlreadyVoted when v.Approver voted already; ErrNotFound.
+	// Authorization (roles, self-approval) is the caller's: the store records what it is told.
+	VoteApproval(ctx context.Context, id string, v Vote, lease time.Duration) (Approval, error)
+	// CancelApproval resolves a PENDING request CANCELLED by its requester (ResolvedBy =
+	// requester). ErrAlreadyResolved when not PENDING; ErrNotFound also when requester is not
+	// the request's.
+	CancelApproval(ctx context.Context, id, requester string, at time.Time) (Approval, error)
+	// ExpireApprovals resolves EXPIRED up to limit PENDING requests whose ExpiresAt <= now and
+	// returns them. Concurrent callers (any process) never expire the same request twice (on
+	// PostgreSQL rows are claimed with FOR UPDATE SKIP LOCKED).
+	ExpireApprovals(ctx context.Context, now time.Time, limit int) ([]Approval, error)
+	// FinishExecution records the outcome of a claimed execution: exec is ExecDone (result) or
+	// ExecFailed (errText). ErrAlreadyResolved when the execution is not ExecClaimed any more
+	// (it was marked interrupted).
+	FinishExecution(ctx context.Context, id, exec string, result []byte, errText string) (Approval, error)
+	// InterruptExecutions marks ExecInterrupted up to limit claimed executions whose lease ended
+	// (ExecUntil <= now) and returns them; concurrent callers never return the same row.
+	InterruptExecutions(ctx context.Context, now time.Time, limit int) ([]Approval, error)
+	// ListApprovals returns the matching requests with their votes (see ApprovalQuery).
+	ListApprovals(ctx context.Context, q ApprovalQuery) ([]Approval, error)
+	// CountApprovals counts the matching requests with an indexed query (no rows loaded).
+	CountApprovals(ctx context.Context, q ApprovalQuery) (int, error)
+}
