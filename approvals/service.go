@@ -31,15 +31,9 @@ var (
 // Store is what the service keeps its state in.
 type Store interface {
 	store.Approvals
+	store.Directory
 	store.Outbox
 	store.Audit
-	store.Sessions
-}
-
-// Directory finds the users holding roles (as of their last login), to notify approvers who are
-// offline.
-type Directory interface {
-	IdentitiesWithRoles(ctx context.Context, roles []string) ([]string, error)
 }
 
 // Config configures a [Service].
@@ -47,8 +41,6 @@ type Config struct {
 	Store Store
 	Pack  *packs.Pack
 	MCP   *mcp.Pool
-	// Directory finds approvers to notify; nil: only badge counts tell them.
-	Directory Directory
 	// Kick asks for identity's outbox to be delivered now (the bot's deliverer).
 	Kick func(identity string)
 	// BadgesChanged is told whose badge counts may have changed, to re-send their menus.
@@ -65,7 +57,6 @@ type Service struct {
 	st    Store
 	pack  *packs.Pack
 	pool  *mcp.Pool
-	dir   Directory
 	kick  func(string)
 	badge func(context.Context, []string)
 	rbac  *rbac.Engine
@@ -79,7 +70,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Pack == nil || cfg.MCP == nil {
 		return nil, errors.New("approvals: Store, Pack and MCP are required")
 	}
-	s := &Service{st: cfg.Store, pack: cfg.Pack, pool: cfg.MCP, dir: cfg.Directory, kick: cfg.Kick, badge: cfg.BadgesChanged,
+	s := &Service{st: cfg.Store, pack: cfg.Pack, pool: cfg.MCP, kick: cfg.Kick, badge: cfg.BadgesChanged,
 		rbac: rbac.New(cfg.Pack), log: cfg.Logger, now: cfg.Now, every: cfg.SweepEvery}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -171,10 +162,7 @@ func (s *Service) lookup(server, tool string) (mcp.Tool, bool) {
 // approvers are the identities that may decide a (as the directory knows them), but the
 // requester unless self-approval is allowed.
 func (s *Service) approvers(ctx context.Context, a store.Approval) []string {
-	if s.dir == nil {
-		return nil
-	}
-	ids, err := s.dir.IdentitiesWithRoles(ctx, a.ApproverRoles)
+	ids, err := s.st.IdentitiesWithRoles(ctx, a.ApproverRoles)
 	if err != nil {
 		s.log.WarnContext(ctx, "approvers not found", slog.String("id", a.ID), slog.Any("err", err))
 		return nil
@@ -230,13 +218,14 @@ func (s *Service) Decide(ctx context.Context, approver rbac.Caller, id string, a
 	return a, nil
 }
 
-// lease is how long an execution claim lasts: the server's call timeout and a margin.
+// lease is how long an execution claim lasts: the server's call timeout (after which the call
+// has given up) and half as much again, at least a second, for recording the outcome.
 func (s *Service) lease(a store.Approval) time.Duration {
 	timeout := time.Duration(packs.DefaultTimeoutMs) * time.Millisecond
 	if srv := s.pack.Server(a.Server); srv != nil && srv.TimeoutMs > 0 {
 		timeout = time.Duration(srv.TimeoutMs) * time.Millisecond
 	}
-	return timeout + 30*time.Second
+	return timeout + max(timeout/2, time.Second)
 }
 
 // execute runs an approved call whose execution this process claimed: the requester's access
@@ -246,7 +235,7 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 	caller, ok := s.requester(ctx, a.Requester)
 	row := store.AuditRecord{Identity: a.Requester, Roles: caller.Roles, Server: a.Server, Tool: a.Tool,
 		ArgsFingerprint: a.Fingerprint, Decision: store.DecisionApproval, ApprovalID: a.ID}
-	d := rbac.Decision{Effect: rbac.Deny, Reason: "the requester is not logged in"}
+	d := rbac.Decision{Effect: rbac.Deny, Reason: "the requester's roles are unknown"}
 	if ok {
 		d = s.rbac.Decide(caller, a.Server, a.Tool)
 	}
@@ -288,19 +277,14 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 	return done
 }
 
-// requester is the requester as of their latest authenticated session.
+// requester is the requester with the roles of their latest login.
 func (s *Service) requester(ctx context.Context, identity string) (rbac.Caller, bool) {
-	ss, err := s.st.SessionsByIdentity(ctx, identity)
+	id, err := s.st.GetIdentity(ctx, identity)
 	if err != nil {
-		s.log.WarnContext(ctx, "requester's sessions", slog.String("identity", identity), slog.Any("err", err))
+		s.log.WarnContext(ctx, "requester's roles", slog.String("identity", identity), slog.Any("err", err))
 		return rbac.Caller{}, false
 	}
-	for _, se := range ss {
-		if se.Authenticated {
-			return rbac.Caller{Identity: identity, DisplayName: se.DisplayName, Roles: se.Roles, Authenticated: true}, true
-		}
-	}
-	return rbac.Caller{}, false
+	return rbac.Caller{Identity: identity, DisplayName: id.DisplayName, Roles: id.Roles, Authenticated: true}, true
 }
 
 // Cancel cancels requester's own pending request.

@@ -60,6 +60,11 @@ type Bot struct {
 	menus  map[string]channel.Menu // last menu sent per connection
 
 	kick chan string // identities whose outbox should be delivered now
+
+	// undelivered are identities with notices a channel refused: any event from one of their
+	// connections (the wallet is back) triggers a delivery.
+	undeliveredMu sync.Mutex
+	undelivered   map[string]bool
 }
 
 // worker is the ordered queue of one connection. pending counts events enqueued and not yet
@@ -79,6 +84,7 @@ func New(cfg Config) (*Bot, error) {
 		ch: cfg.Channel, st: cfg.Store, flows: cfg.Flows, log: cfg.Logger, now: cfg.Now,
 		qsize: cfg.QueueSize, drain: cfg.DrainTimeout, every: cfg.OutboxInterval,
 		workers: map[string]*worker{}, menus: map[string]channel.Menu{}, kick: make(chan string, 256),
+		undelivered: map[string]bool{},
 	}
 	b.work, b.cancelWork = context.WithCancel(context.Background())
 	if b.log == nil {
@@ -226,7 +232,7 @@ func (b *Bot) handle(ctx context.Context, e channel.Event) {
 	}
 	_, asked := e.(channel.MenuRequested)
 	b.sendMenu(ctx, conn, s, asked)
-	if s.Authenticated && (!before.Authenticated || before.Identity != s.Identity || isReady(e)) {
+	if s.Authenticated && (!before.Authenticated || before.Identity != s.Identity || isReady(e) || b.waiting(s.Identity)) {
 		b.Kick(s.Identity)
 	}
 }

@@ -76,7 +76,7 @@ func testConversation(t *testing.T, postgres bool) {
 	}
 	reqs := h.llm.Requests()
 	offered := reqs[len(reqs)-2].ToolNames()
-	if !slices.Equal(offered, []string{"get_exchange_rate", "list_transfers", "send_money"}) {
+	if !slices.Equal(offered, []string{"get_exchange_rate", "list_transfers", "send_money", "create_invoice"}) {
 		t.Fatalf("employee offered %v", offered)
 	}
 	if !strings.Contains(reqs[len(reqs)-2].System(), "Ana (ana@acme.corp), with roles: employee") {
@@ -115,8 +115,16 @@ func testConversation(t *testing.T, postgres bool) {
 	if got := ana.say(ctx, `/call get_balances {}`); got != es("TOOL_DENIED", "tool", "get_balances", "server", "bank") {
 		t.Fatalf("/call of a denied tool %q", got)
 	}
-	if got := ana.say(ctx, `/call send_money {"recipient":"rcp-globex","amount":5,"currency":"EUR"}`); got != es("APPROVAL_REQUIRED", "tool", "send_money", "server", "bank", "roles", "finance-manager") {
-		t.Fatalf("/call of an approval tool %q", got)
+	if err := ana.w.SendText(ctx, `/call send_money {"recipient":"rcp-globex","amount":5,"currency":"EUR"}`, ""); err != nil {
+		t.Fatal(err)
+	}
+	if q := ana.question(ctx); !strings.HasPrefix(q.Question.Text, es("APPROVAL_CONFIRM", "tool", "send_money", "server", "bank", "roles", "finance-manager", "summary", "")) {
+		t.Fatalf("/call of an approval tool asked %q", q.Question.Text)
+	} else {
+		ana.answer(ctx, q, es("NO"))
+	}
+	if got := ana.text(ctx); got != es("APPROVAL_NOT_SUBMITTED") {
+		t.Fatalf("after No: %q", got)
 	}
 	if n := h.bank.Stats().Executions["send_money"]; n != 0 {
 		t.Fatalf("send_money ran %d times without approval", n)

@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/packbot/packbot/agent"
 	"github.com/packbot/packbot/agent/agenttest"
+	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/bot"
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/channeltest"
@@ -68,9 +70,24 @@ mcp:
           guest: [get_exchange_rate]
           employee: [get_exchange_rate, list_transfers, send_money]
           finance: [get_exchange_rate, get_balances, list_transfers]
+          finance-manager: [get_exchange_rate, send_money]
         approval:
           - tools: [send_money]
             approvers: [finance-manager]
+            timeoutMinutes: 30
+    - name: payments
+      url: "${BANK_URL}"
+      allowlist: [create_invoice]
+      toolAccess:
+        default: none
+        roles:
+          employee: [create_invoice]
+          finance-manager: [create_invoice]
+        approval:
+          - tools: [create_invoice]
+            approvers: [finance-manager]
+            quorum: 2
+            allowSelfApproval: false
     - name: vault
       transport: streamable-http
       url: "${VAULT_URL}"
@@ -98,6 +115,9 @@ type harness struct {
 	bank  *demoserver.Server
 	vault *demoserver.Server
 	pool  *mcp.Pool
+	appr  *approvals.Service
+	// offset moves the approvals' clock (expiry tests).
+	offset atomic.Int64
 	bot   *bot.Bot
 	cat   *i18n.Catalog
 	logs  *syncBuffer
@@ -199,7 +219,15 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := flows.Deps{Pack: p, Catalog: h.cat, Store: h.st, MCP: h.pool, Keyring: kr, CanRequestProof: true, Logger: log, OAuth: o.oauth}
+	h.appr, err = approvals.New(approvals.Config{Store: h.st, Pack: p, MCP: h.pool, Logger: log,
+		Now:           func() time.Time { return time.Now().Add(time.Duration(h.offset.Load())) },
+		Kick:          func(id string) { h.bot.Kick(id) },
+		BadgesChanged: func(ctx context.Context, ids []string) { h.bot.RefreshMenus(ctx, ids) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := flows.Deps{Pack: p, Catalog: h.cat, Store: h.st, MCP: h.pool, Keyring: kr, CanRequestProof: true, Logger: log, OAuth: o.oauth,
+		Approvals: h.appr}
 	if !o.noLLM {
 		if d.Model, err = agent.New(agent.Config{Provider: agent.ProviderOpenAI, Model: "scripted", BaseURL: h.llm.URL, Logger: log}); err != nil {
 			t.Fatal(err)
@@ -363,7 +391,7 @@ func (u *user) question(ctx context.Context) channeltest.Received {
 func (u *user) answer(ctx context.Context, q channeltest.Received, prefix string) {
 	u.t.Helper()
 	for _, o := range q.Question.Options {
-		if strings.HasPrefix(o, prefix) || strings.HasSuffix(o, prefix) {
+		if strings.Contains(o, prefix) {
 			if err := u.w.Answer(ctx, q.ID, o); err != nil {
 				u.t.Fatal(err)
 			}

@@ -82,6 +82,7 @@ func (b *Bot) deliver(ctx context.Context, c store.OutboxClaim, horizon time.Dur
 		conns := map[string][]store.Session{}
 		for _, m := range msgs {
 			if err := b.deliverOne(ctx, m, conns); err != nil {
+				b.markUndelivered(m.Identity, true)
 				next := b.now().Add(backoff(m.Attempts))
 				if errors.Is(err, errNoConnection) {
 					next = b.now().Add(offlineRetry)
@@ -91,6 +92,7 @@ func (b *Bot) deliver(ctx context.Context, c store.OutboxClaim, horizon time.Dur
 				}
 				continue
 			}
+			b.markUndelivered(m.Identity, false)
 			if err := b.st.AckOutbox(ctx, m.ID); err != nil {
 				b.log.WarnContext(ctx, "ack outbox message", slog.Int64("id", m.ID), slog.Any("err", err))
 			}
@@ -169,4 +171,25 @@ func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
 			b.enqueue(ctx, channel.MenuRequested{Conn: s.ConnectionID}, false)
 		}
 	}
+}
+
+// markUndelivered records whether identity has notices its connections refused.
+func (b *Bot) markUndelivered(identity string, waiting bool) {
+	if identity == "" {
+		return
+	}
+	b.undeliveredMu.Lock()
+	defer b.undeliveredMu.Unlock()
+	if waiting {
+		b.undelivered[identity] = true
+	} else {
+		delete(b.undelivered, identity)
+	}
+}
+
+// waiting reports whether identity has notices its connections refused.
+func (b *Bot) waiting(identity string) bool {
+	b.undeliveredMu.Lock()
+	defer b.undeliveredMu.Unlock()
+	return b.undelivered[identity]
 }

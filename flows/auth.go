@@ -206,6 +206,10 @@ func (t *turn) verified(ctx context.Context, p channel.PresentationResult) error
 	}
 	t.s.Authenticated, t.s.Identity, t.s.DisplayName, t.s.Roles = true, identity, DisplayName(p.Claims), roles
 	t.s.CredentialExpiry = p.Expires
+	if err := t.e.st.PutIdentity(ctx, store.Identity{Identity: identity, DisplayName: t.s.DisplayName, Roles: roles}); err != nil {
+		// Approvals would see the previous login's roles: say so, but the login itself stands.
+		t.e.log.ErrorContext(ctx, "roles not recorded in the directory", slog.String("identity", identity), slog.Any("err", err))
+	}
 	t.e.log.InfoContext(ctx, "authenticated", slog.String("connection", t.conn), slog.String("identity", identity),
 		slog.Any("roles", roles), slog.Bool("admin", t.e.rbac.IsAdmin(t.caller())))
 	if t.s.DisplayName != "" {

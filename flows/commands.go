@@ -136,6 +136,8 @@ func (t *turn) callCommand(ctx context.Context, rest string) error {
 		return fmt.Errorf("/call %s: %w", name, err)
 	}
 	switch {
+	case out.Asked:
+		return nil // the question is the answer
 	case !out.Ran:
 		return t.say(ctx, out.Text)
 	case out.Failed:

@@ -105,8 +105,18 @@ func New(d Deps) (*Engine, error) {
 		e.maxText = DefaultMaxText
 	}
 	e.agents.entries = map[string]*toolSet{}
-	e.menu = menu.New(d.Pack, menu.Capabilities{Authenticate: e.canAuth, MCPConfig: e.configAvailable()})
+	e.menu = menu.New(d.Pack, menu.Capabilities{Authenticate: e.canAuth, MCPConfig: e.configAvailable(), Approvals: e.appr != nil && hasPolicies(d.Pack)})
 	return e, nil
+}
+
+// hasPolicies: some enabled server of p has an approval policy.
+func hasPolicies(p *packs.Pack) bool {
+	for i := range p.MCP.Servers {
+		if s := &p.MCP.Servers[i]; s.Enabled && s.ToolAccess != nil && len(s.ToolAccess.Approval) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // configAvailable: the pack has user-controlled servers and their credentials can be kept.

@@ -190,6 +190,8 @@ type callOutcome struct {
 	Ran bool
 	// Failed: the call did not run or the tool reported an error.
 	Failed bool
+	// Asked: the user was asked whether to submit an approval request (Text is for the LLM).
+	Asked bool
 }
 
 // Invoke runs one tool call for the session's user: the RBAC decision is computed now from the
@@ -220,7 +222,7 @@ func (t *turn) invoke(ctx context.Context, ref toolRef, args json.RawMessage) (c
 			return callOutcome{}, err
 		}
 		return callOutcome{Text: t.tr("APPROVAL_REQUIRED", "tool", ref.Tool, "server", ref.Server,
-			"roles", strings.Join(d.Policy.Approvers, ", ")) + " (the user is asked whether to submit an approval request)"}, nil
+			"roles", strings.Join(d.Policy.Approvers, ", ")) + " (the user is asked whether to submit an approval request)", Asked: true}, nil
 	}
 	row.Decision = store.DecisionAllow
 	res, err := t.e.pool.Call(ctx, mcp.Call{Identity: t.s.Identity, Server: ref.Server, Tool: ref.Tool, Arguments: args})

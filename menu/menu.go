@@ -44,6 +44,8 @@ type Capabilities struct {
 	Authenticate bool
 	// MCPConfig: the pack has user-controlled servers and the bot can seal credentials.
 	MCPConfig bool
+	// Approvals: the pack has approval policies and the bot runs approvals.
+	Approvals bool
 }
 
 // Counts are the badge counts of one user.
@@ -70,23 +72,30 @@ type Menu struct {
 	defaultLang string
 }
 
-// New returns the menu of p. A pack without items gets the defaults: authenticate (while
-// unauthenticated) and logout (while authenticated), plus mcp-config and abort-config when the
-// deployment can configure per-user MCP credentials.
+// New returns the menu of p: its items, plus the built-in items a deployment needs that the pack
+// does not list — mcp-config and abort-config when users can configure MCP credentials, the two
+// approval lists (with their badges) when the pack has approval policies. A pack without items
+// gets authenticate and logout too. Items show only while they can be used.
 func New(p *packs.Pack, caps Capabilities) *Menu {
-	items := p.Flows.Menu.Items
+	items := slices.Clone(p.Flows.Menu.Items)
 	if len(items) == 0 {
 		items = []packs.MenuItem{
 			{ID: ActionAuthenticate, LabelKey: "CREDENTIAL", Action: ActionAuthenticate, VisibleWhen: VisibleUnauthenticated},
-			{ID: ActionMCPConfig, Action: ActionMCPConfig, VisibleWhen: VisibleNotConfiguring},
-			{ID: ActionAbortConfig, Action: ActionAbortConfig, VisibleWhen: VisibleConfiguring},
 			{ID: ActionLogout, Action: ActionLogout, VisibleWhen: VisibleAuthenticated},
 		}
-	} else if caps.MCPConfig && !slices.ContainsFunc(items, func(it packs.MenuItem) bool { return it.Action == ActionMCPConfig }) {
-		// A pack written before user-controlled servers existed still lets users configure them.
-		items = append(slices.Clone(items),
-			packs.MenuItem{ID: ActionMCPConfig, Action: ActionMCPConfig, VisibleWhen: VisibleNotConfiguring},
-			packs.MenuItem{ID: ActionAbortConfig, Action: ActionAbortConfig, VisibleWhen: VisibleConfiguring})
+	}
+	ensure := func(it packs.MenuItem) {
+		if !slices.ContainsFunc(items, func(x packs.MenuItem) bool { return x.Action == it.Action }) {
+			items = append(items, it)
+		}
+	}
+	if caps.MCPConfig {
+		ensure(packs.MenuItem{ID: ActionMCPConfig, Action: ActionMCPConfig, VisibleWhen: VisibleNotConfiguring})
+		ensure(packs.MenuItem{ID: ActionAbortConfig, Action: ActionAbortConfig, VisibleWhen: VisibleConfiguring})
+	}
+	if caps.Approvals {
+		ensure(packs.MenuItem{ID: ActionMyApprovalRequests, Action: ActionMyApprovalRequests, VisibleWhen: VisibleHasApprovalRequests, Badge: BadgeApprovalRequestCount})
+		ensure(packs.MenuItem{ID: ActionPendingApprovals, Action: ActionPendingApprovals, VisibleWhen: VisibleHasPendingApprovals, Badge: BadgePendingApprovalCount})
 	}
 	return &Menu{items: items, caps: caps, defaultLang: p.Metadata.DefaultLanguage}
 }

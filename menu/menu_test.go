@@ -93,7 +93,7 @@ func TestDefaultItems(t *testing.T) {
 	if got := ids(menu.New(p, menu.Capabilities{Authenticate: true}), menu.State{}, c); !slices.Equal(got, []string{"authenticate"}) {
 		t.Fatalf("guest defaults %v", got)
 	}
-	if got := ids(menu.New(p, menu.Capabilities{Authenticate: true, MCPConfig: true}), menu.State{Authenticated: true}, c); !slices.Equal(got, []string{"mcp-config", "logout"}) {
+	if got := ids(menu.New(p, menu.Capabilities{Authenticate: true, MCPConfig: true, Approvals: true}), menu.State{Authenticated: true, Counts: menu.Counts{PendingApprovals: 1}}, c); !slices.Equal(got, []string{"logout", "mcp-config", "pending-approvals"}) {
 		t.Fatalf("user defaults %v", got)
 	}
 }

@@ -94,18 +94,24 @@ type ApprovalQuery struct {
 	Status string
 	// DecidableBy keeps PENDING requests that DecidableBy (an identity) holding one of Roles may
 	// decide: one of its approver roles is in Roles, it is not their own request unless
-	// AllowSelf, and they have not voted on it. Both must be set together.
+	// AllowSelf, and they have not voted on it. Both must be set together: DecidableBy without
+	// Roles matches nothing (no role, nothing to decide), Roles without DecidableBy is an error.
+	// A request past its ExpiresAt that no sweeper has expired yet still matches.
 	DecidableBy string
 	Roles       []string
-	Limit       int // <= 0: 100
+	Limit       int // ListApprovals only; <= 0: 100
 }
 
 // Approvals stores approval requests. Every transition is one conditional update in one
 // transaction, so that concurrent approvers, cancels and expiries (in this process or another)
-// resolve a request exactly once.
+// resolve a request exactly once: the caller told it happened is the only one, and every other
+// is told [ErrAlreadyResolved] (a sweeper: not given the request). All methods are safe for
+// concurrent use by many goroutines and processes sharing the database. Times are stored to
+// the millisecond; a zero time argument (v.At, at, now) means the store's clock.
 type Approvals interface {
 	// CreateApproval stores a new PENDING request (ID, CreatedAt and ExpiresAt set by the caller;
-	// Status, Votes and execution fields are ignored). ErrConflict if the ID exists.
+	// Status, Votes and execution fields are ignored; a zero CreatedAt is the store's clock).
+	// ErrConflict if the ID exists. An empty ID, a Quorum below 1 or a zero ExpiresAt is refused.
 	CreateApproval(ctx context.Context, a Approval) error
 	// GetApproval returns one request with its votes, or ErrNotFound.
 	GetApproval(ctx context.Context, id string) (Approval, error)
@@ -113,27 +119,36 @@ type Approvals interface {
 	// resolves it REJECTED (ResolvedBy = v.Approver). An approval that brings the number of
 	// distinct approvals to the quorum resolves it APPROVED and claims its execution (Exec =
 	// ExecClaimed, ExecUntil = v.At + lease) in the same transaction; below the quorum the vote
-	// is only recorded. Returns the request after the vote; ErrAlreadyResolved when it is not
-	// PENDING or has expired; ErrAlreadyVoted when v.Approver voted already; ErrNotFound.
-	// Authorization (roles, self-approval) is the caller's: the store records what it is told.
+	// is only recorded. Returns the request after the vote (its Votes: those cast up to and
+	// including v); ErrAlreadyResolved when it is not PENDING or has expired (also for an
+	// approver who voted on it before it was resolved); ErrAlreadyVoted when v.Approver voted
+	// already on the PENDING request; ErrNotFound. A Decision other than VoteApprove or
+	// VoteReject, or a lease <= 0, is refused. Authorization (roles, self-approval) is the
+	// caller's: the store records what it is told.
 	VoteApproval(ctx context.Context, id string, v Vote, lease time.Duration) (Approval, error)
 	// CancelApproval resolves a PENDING request CANCELLED by its requester (ResolvedBy =
-	// requester). ErrAlreadyResolved when not PENDING; ErrNotFound also when requester is not
-	// the request's.
+	// requester, ResolvedAt = at). ErrAlreadyResolved when not PENDING; ErrNotFound also when
+	// requester is not the request's. A PENDING request past its ExpiresAt that no sweeper has
+	// expired yet may still be cancelled: nothing runs either way.
 	CancelApproval(ctx context.Context, id, requester string, at time.Time) (Approval, error)
-	// ExpireApprovals resolves EXPIRED up to limit PENDING requests whose ExpiresAt <= now and
-	// returns them. Concurrent callers (any process) never expire the same request twice (on
-	// PostgreSQL rows are claimed with FOR UPDATE SKIP LOCKED).
+	// ExpireApprovals resolves EXPIRED (ResolvedBy "", ResolvedAt = now) up to limit (<= 0:
+	// all) PENDING requests whose ExpiresAt <= now, earliest expiry first, and returns them
+	// ordered by CreatedAt then ID. Concurrent callers (any process) never expire the same
+	// request twice (on PostgreSQL rows are claimed with FOR UPDATE SKIP LOCKED).
 	ExpireApprovals(ctx context.Context, now time.Time, limit int) ([]Approval, error)
 	// FinishExecution records the outcome of a claimed execution: exec is ExecDone (result) or
-	// ExecFailed (errText). ErrAlreadyResolved when the execution is not ExecClaimed any more
-	// (it was marked interrupted).
+	// ExecFailed (errText). ErrAlreadyResolved when the execution is not ExecClaimed (it was
+	// never claimed, is finished already, or was marked interrupted); an outcome that arrives
+	// after ExecUntil but before the sweeper is still recorded. Any other exec is refused.
 	FinishExecution(ctx context.Context, id, exec string, result []byte, errText string) (Approval, error)
-	// InterruptExecutions marks ExecInterrupted up to limit claimed executions whose lease ended
-	// (ExecUntil <= now) and returns them; concurrent callers never return the same row.
+	// InterruptExecutions marks ExecInterrupted up to limit (<= 0: all) claimed executions
+	// whose lease ended (ExecUntil <= now) and returns them ordered by CreatedAt then ID;
+	// concurrent callers never return the same row.
 	InterruptExecutions(ctx context.Context, now time.Time, limit int) ([]Approval, error)
-	// ListApprovals returns the matching requests with their votes (see ApprovalQuery).
+	// ListApprovals returns the matching requests with their votes (see ApprovalQuery), as of
+	// one instant.
 	ListApprovals(ctx context.Context, q ApprovalQuery) ([]Approval, error)
-	// CountApprovals counts the matching requests with an indexed query (no rows loaded).
+	// CountApprovals counts the matching requests with an indexed query (no rows loaded); Limit
+	// does not apply.
 	CountApprovals(ctx context.Context, q ApprovalQuery) (int, error)
 }

@@ -16,6 +16,8 @@ type Store interface {
 	Outbox
 	Memory
 	Audit
+	Approvals
+	Directory
 
 	// Ping reports whether the database answers and the schema is at the version this binary
 	// expects (migrations applied). /readyz is Ping.

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/packbot/packbot/agent"
+	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/bot"
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/flows"
@@ -18,21 +21,25 @@ import (
 
 // newBot builds the conversation: the i18n catalog, the LLM (when one is configured), the flows
 // engine and the bot's event loop on channel ch.
-func newBot(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, pool *mcp.Pool, om *oauth.Manager, ch channel.Channel) (*bot.Bot, error) {
+func newBot(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, pool *mcp.Pool, om *oauth.Manager, ch channel.Channel, n *notifier) (*bot.Bot, *approvals.Service, error) {
 	log := a.logger
 	cat, err := i18n.New(p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	sweepEvery, err := durationEnv(a, "PACKBOT_APPROVAL_SWEEP", 15*time.Second)
+	if err != nil {
+		return nil, nil, err
 	}
 	var model *agent.Model
 	cfg, ok, err := agent.FromPack(p.LLM, a.getenv)
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, nil, err
 	case ok:
 		cfg.Logger = log
 		if model, err = agent.New(cfg); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		log.InfoContext(ctx, "language model", slog.String("provider", cfg.Provider), slog.String("model", cfg.Model))
 	default:
@@ -40,13 +47,33 @@ func newBot(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secr
 			slog.String("fix", "set OPENAI_API_KEY (or llm.baseUrl), ANTHROPIC_API_KEY or OLLAMA_ENDPOINT for the pack's llm.provider "+p.LLM.Provider))
 	}
 	_, canProof := ch.(channel.ProofRequester)
-	d := flows.Deps{Pack: p, Catalog: cat, Store: st, MCP: pool, Model: model, Keyring: kr, CanRequestProof: canProof, Logger: log}
+	appr, err := approvals.New(approvals.Config{Store: st, Pack: p, MCP: pool, Logger: log, Kick: n.kick,
+		BadgesChanged: n.badgesChanged, SweepEvery: sweepEvery})
+	if err != nil {
+		return nil, nil, err
+	}
+	d := flows.Deps{Pack: p, Catalog: cat, Store: st, MCP: pool, Model: model, Keyring: kr, CanRequestProof: canProof, Logger: log,
+		Approvals: appr}
 	if om != nil {
 		d.OAuth = om
 	}
 	engine, err := flows.New(d)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return bot.New(bot.Config{Channel: ch, Store: st, Flows: engine, Logger: log})
+	b, err := bot.New(bot.Config{Channel: ch, Store: st, Flows: engine, Logger: log})
+	return b, appr, err
+}
+
+// durationEnv reads a duration variable (default def when unset).
+func durationEnv(a *app, name string, def time.Duration) (time.Duration, error) {
+	v := a.getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive duration such as 15s", name, v)
+	}
+	return d, nil
 }

@@ -91,3 +91,23 @@ func hasOAuth(p *packs.Pack) bool {
 	}
 	return false
 }
+
+// kick asks the bot to deliver identity's outbox now.
+func (n *notifier) kick(identity string) {
+	n.mu.Lock()
+	b := n.b
+	n.mu.Unlock()
+	if b != nil {
+		b.Kick(identity)
+	}
+}
+
+// badgesChanged re-sends the menus of identities.
+func (n *notifier) badgesChanged(ctx context.Context, identities []string) {
+	n.mu.Lock()
+	b := n.b
+	n.mu.Unlock()
+	if b != nil {
+		b.RefreshMenus(ctx, identities)
+	}
+}

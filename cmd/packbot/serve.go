@@ -131,7 +131,7 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 		return err
 	}
 	defer pool.Close()
-	b, err := newBot(ctx, a, p, st, kr, pool, oauthManager, oc.ch)
+	b, appr, err := newBot(ctx, a, p, st, kr, pool, oauthManager, oc.ch, notices)
 	if err != nil {
 		return err
 	}
@@ -152,6 +152,8 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	defer stopBot()
 	botDone := make(chan struct{})
 	go func() { defer close(botDone); _ = b.Run(botCtx) }()
+	apprDone := make(chan struct{})
+	go func() { defer close(apprDone); _ = appr.Run(botCtx) }()
 	chErr := make(chan error, 1)
 	go func() { chErr <- oc.ch.Run(runCtx, b) }()
 
@@ -193,6 +195,7 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	// The channel has stopped delivering: let the bot finish what it queued, then stop the pool.
 	stopBot()
 	<-botDone
+	<-apprDone
 	stopPool()
 	<-poolDone
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -18,10 +18,13 @@ const (
 	// concurrent claimers pass over rows another claimer is leasing instead of waiting for them
 	// (and, once it commits, re-checking finds them no longer due). RETURNING has no order; the
 	// caller sorts by id.
-	qClaimOutbox = `UPDATE outbox SET attempts = attempts + 1, next_attempt_at = $2
-	WHERE id IN (SELECT id FROM outbox WHERE next_attempt_at <= $1
+	// The claim is a MATERIALIZED CTE so that it runs once: as an IN subquery the planner may
+	// rescan it for every row the update visits, handing out more than the limit.
+	qClaimOutbox = `WITH c AS MATERIALIZED (SELECT id FROM outbox WHERE next_attempt_at <= $1
 		AND ($3 = '' OR identity = $3) AND ($4 = '' OR connection_id = $4)
 		ORDER BY id LIMIT $5 FOR UPDATE SKIP LOCKED)
+	UPDATE outbox SET attempts = attempts + 1, next_attempt_at = $2
+	WHERE id IN (SELECT id FROM c) AND next_attempt_at <= $1
 	RETURNING ` + outboxColumns
 	qAckOutbox     = `DELETE FROM outbox WHERE id = $1`
 	qRetryOutbox   = `UPDATE outbox SET next_attempt_at = $2, last_error = $3 WHERE id = $1`

@@ -27,6 +27,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Outbox", outboxTests},
 		{"Memory", memoryTests},
 		{"Audit", auditTests},
+		{"Approvals", approvalTests},
+		{"Directory", directoryTests},
 		{"Store", lifecycleTests},
 	}
 	for _, g := range groups {
