@@ -118,10 +118,10 @@ type harness struct {
 	appr  *approvals.Service
 	// offset moves the approvals' clock (expiry tests).
 	offset atomic.Int64
-	bot   *bot.Bot
-	cat   *i18n.Catalog
-	logs  *syncBuffer
-	stop  func()
+	bot    *bot.Bot
+	cat    *i18n.Catalog
+	logs   *syncBuffer
+	stop   func()
 }
 
 type harnessOptions struct {
