@@ -242,12 +242,13 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 	if d.Effect == rbac.Deny {
 		row.Outcome, row.Error = store.OutcomeDenied, "access revoked: "+d.Reason
 		s.audit(ctx, row)
-		done, err := s.st.FinishExecution(ctx, a.ID, store.ExecFailed, nil, row.Error)
+		done, err := s.st.FinishExecution(ctx, a.ID, store.ExecFailed, nil, row.Error,
+			notice(a.Requester, i18n.Message{Key: "APPROVAL_REVOKED", Args: []string{"tool", a.Tool}}))
 		if err != nil {
 			s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", err))
 			return a
 		}
-		s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_REVOKED", Args: []string{"tool", a.Tool}})
+		s.kick(a.Requester)
 		return done
 	}
 	res, err := s.pool.Call(ctx, mcp.Call{Identity: a.Requester, Server: a.Server, Tool: a.Tool, Arguments: a.Arguments})
@@ -264,16 +265,16 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 		row.Outcome = store.OutcomeExecuted
 	}
 	s.audit(ctx, row)
-	done, ferr := s.st.FinishExecution(ctx, a.ID, exec, result, errText)
+	m := i18n.Message{Key: "APPROVAL_APPROVED_RESULT", Args: []string{"tool", a.Tool, "approver", approver, "result", res.Text}}
+	if exec != store.ExecDone {
+		m = i18n.Message{Key: "APPROVAL_APPROVED_FAILED", Args: []string{"tool", a.Tool, "approver", approver, "error", errText}}
+	}
+	done, ferr := s.st.FinishExecution(ctx, a.ID, exec, result, errText, notice(a.Requester, m))
 	if ferr != nil {
 		s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", ferr))
 		return a
 	}
-	if exec == store.ExecDone {
-		s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_APPROVED_RESULT", Args: []string{"tool", a.Tool, "approver", approver, "result", res.Text}})
-	} else {
-		s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_APPROVED_FAILED", Args: []string{"tool", a.Tool, "approver", approver, "error", errText}})
-	}
+	s.kick(a.Requester)
 	return done
 }
 
@@ -366,10 +367,15 @@ func (s *Service) Sweep(ctx context.Context) {
 	}
 }
 
+// notice is the outbox message carrying m to identity.
+func notice(identity string, m i18n.Message) store.OutboxMessage {
+	payload, _ := json.Marshal(m) // strings only: cannot fail
+	return store.OutboxMessage{Identity: identity, Kind: i18n.MessageKind, Payload: payload}
+}
+
 // notify puts m in identity's outbox and asks for delivery.
 func (s *Service) notify(ctx context.Context, identity string, m i18n.Message) {
-	payload, _ := json.Marshal(m) // strings only: cannot fail
-	if _, err := s.st.EnqueueOutbox(ctx, store.OutboxMessage{Identity: identity, Kind: i18n.MessageKind, Payload: payload}); err != nil {
+	if _, err := s.st.EnqueueOutbox(ctx, notice(identity, m)); err != nil {
 		s.log.ErrorContext(ctx, "notice not queued", slog.String("identity", identity), slog.String("key", m.Key), slog.Any("err", err))
 		return
 	}

@@ -140,7 +140,8 @@ type Approvals interface {
 	// ExecFailed (errText). ErrAlreadyResolved when the execution is not ExecClaimed (it was
 	// never claimed, is finished already, or was marked interrupted); an outcome that arrives
 	// after ExecUntil but before the sweeper is still recorded. Any other exec is refused.
-	FinishExecution(ctx context.Context, id, exec string, result []byte, errText string) (Approval, error)
+	// notices are put in the outbox in the same transaction (a crash keeps both or neither).
+	FinishExecution(ctx context.Context, id, exec string, result []byte, errText string, notices ...OutboxMessage) (Approval, error)
 	// InterruptExecutions marks ExecInterrupted up to limit (<= 0: all) claimed executions
 	// whose lease ended (ExecUntil <= now) and returns them ordered by CreatedAt then ID;
 	// concurrent callers never return the same row.

@@ -274,15 +274,51 @@ func (db *DB) CancelApproval(ctx context.Context, id, requester string, at time.
 }
 
 // FinishExecution records the outcome of a claimed execution in one conditional update.
-func (db *DB) FinishExecution(ctx context.Context, id, exec string, result []byte, errText string) (store.Approval, error) {
+func (db *DB) FinishExecution(ctx context.Context, id, exec string, result []byte, errText string, notices ...store.OutboxMessage) (store.Approval, error) {
 	if exec != store.ExecDone && exec != store.ExecFailed {
 		return store.Approval{}, fmt.Errorf("finish execution of approval %s: state %q, want %q or %q", id, exec, store.ExecDone, store.ExecFailed)
 	}
-	a, err := db.updateApproval(ctx, id, "", qFinishExecution, qFinishExecutionPostgres, id, exec, bytesArg(result), errText)
+	args := []any{id, exec, bytesArg(result), errText}
+	if len(notices) == 0 {
+		a, err := db.updateApproval(ctx, id, "", qFinishExecution, qFinishExecutionPostgres, args...)
+		if err != nil {
+			return store.Approval{}, fmt.Errorf("finish execution of approval %s: %w", id, err)
+		}
+		return a, nil
+	}
+	// The outcome and the notices telling it commit together: a crash cannot keep one without
+	// the other.
+	var rs []approvalRow
+	err := db.tx(ctx, func(c conn) error {
+		var err error
+		if db.d.name == postgres {
+			rs, err = queryApprovals(ctx, c, qFinishExecutionPostgres, args...)
+		} else {
+			rs, err = query(ctx, c, scanApprovalRow, qFinishExecution, args...)
+		}
+		if err != nil || len(rs) == 0 {
+			return err
+		}
+		if err := completeVotes(ctx, c, rs); err != nil {
+			return err
+		}
+		now := db.stamp()
+		for _, m := range notices {
+			var nid int64
+			if err := c.queryRow(ctx, qEnqueueOutbox, m.Identity, m.ConnectionID, m.Kind, jsonArg(m.Payload),
+				millis(now), millis(now), 0, "").Scan(&nid); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil && len(rs) == 0 {
+		err = db.whyUnmatched(ctx, id, "")
+	}
 	if err != nil {
 		return store.Approval{}, fmt.Errorf("finish execution of approval %s: %w", id, err)
 	}
-	return a, nil
+	return rs[0].a, nil
 }
 
 // updateApproval runs the conditional update of one request (update, or pgUpdate on

@@ -24,6 +24,7 @@ var approvalTests = []test{
 	{"Expire", testExpireApprovals},
 	{"ExpireLimit", testExpireApprovalsLimit},
 	{"Finish", testFinishExecution},
+	{"FinishWithNotices", testFinishWithNotices},
 	{"Interrupt", testInterruptExecutions},
 	{"ListCount", testListCountApprovals},
 	{"ListOrderLimit", testListApprovalsOrder},
@@ -564,4 +565,25 @@ func testApprovalsClosed(t *testing.T, s store.Store) {
 			t.Errorf("%s after Close: error %v, want %v", name, err, store.ErrClosed)
 		}
 	}
+}
+
+// testFinishWithNotices: the outcome and its notices commit together; a refused finish writes
+// no notice.
+func testFinishWithNotices(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	check(t, s.CreateApproval(ctx, newApproval("n1", "ana", 1, "manager")))
+	_, err := s.VoteApproval(ctx, "n1", store.Vote{Approver: "bob", Decision: store.VoteApprove, At: t0.Add(time.Second)}, lease)
+	check(t, err)
+	n := store.OutboxMessage{Identity: "ana", Kind: "notice", Payload: []byte(`{"key":"DONE"}`)}
+	a, err := s.FinishExecution(ctx, "n1", store.ExecDone, []byte("ok"), "", n)
+	check(t, err)
+	wantEqual(t, "exec", a.Exec, store.ExecDone)
+	pending, err := s.PendingOutbox(ctx, "ana")
+	check(t, err)
+	wantEqual(t, "notices after finish", pending, 1)
+	_, err = s.FinishExecution(ctx, "n1", store.ExecDone, []byte("again"), "", n)
+	wantErr(t, err, store.ErrAlreadyResolved)
+	pending, err = s.PendingOutbox(ctx, "ana")
+	check(t, err)
+	wantEqual(t, "notices after a refused finish", pending, 1)
 }
