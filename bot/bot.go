@@ -65,6 +65,9 @@ type Bot struct {
 	// connections (the wallet is back) triggers a delivery.
 	undeliveredMu sync.Mutex
 	undelivered   map[string]bool
+	// refreshes counts the MenuRequested events queued by RefreshMenus per connection: those
+	// send the menu only when it changed (a wallet's own request always gets it).
+	refreshes map[string]int
 }
 
 // worker is the ordered queue of one connection. pending counts events enqueued and not yet
@@ -84,7 +87,7 @@ func New(cfg Config) (*Bot, error) {
 		ch: cfg.Channel, st: cfg.Store, flows: cfg.Flows, log: cfg.Logger, now: cfg.Now,
 		qsize: cfg.QueueSize, drain: cfg.DrainTimeout, every: cfg.OutboxInterval,
 		workers: map[string]*worker{}, menus: map[string]channel.Menu{}, kick: make(chan string, 256),
-		undelivered: map[string]bool{},
+		undelivered: map[string]bool{}, refreshes: map[string]int{},
 	}
 	b.work, b.cancelWork = context.WithCancel(context.Background())
 	if b.log == nil {
@@ -231,6 +234,9 @@ func (b *Bot) handle(ctx context.Context, e channel.Event) {
 		}
 	}
 	_, asked := e.(channel.MenuRequested)
+	if asked && b.takeRefresh(conn) {
+		asked = false
+	}
 	b.sendMenu(ctx, conn, s, asked)
 	if s.Authenticated && (!before.Authenticated || before.Identity != s.Identity || isReady(e) || b.waiting(s.Identity)) {
 		b.Kick(s.Identity)

@@ -71,7 +71,10 @@ func (b *Bot) deliverLoop(ctx context.Context) {
 // otherwise (an hour later when the recipient has no connection: connecting kicks delivery).
 func (b *Bot) deliver(ctx context.Context, c store.OutboxClaim, horizon time.Duration) {
 	for {
-		c.Now, c.Lease, c.Limit = b.now().Add(horizon), outboxLease, outboxBatch
+		c.Now, c.Lease, c.Limit = b.now(), outboxLease, outboxBatch
+		if horizon > 0 {
+			c.DueBy = c.Now.Add(horizon)
+		}
 		msgs, err := b.st.ClaimOutbox(ctx, c)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -168,7 +171,12 @@ func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
 		for _, s := range ss {
 			// Never waits: this may run inside a worker, whose own queue could be full (its next
 			// event re-sends the menu anyway).
-			b.enqueue(ctx, channel.MenuRequested{Conn: s.ConnectionID}, false)
+			b.menuMu.Lock()
+			b.refreshes[s.ConnectionID]++
+			b.menuMu.Unlock()
+			if !b.enqueue(ctx, channel.MenuRequested{Conn: s.ConnectionID}, false) {
+				b.takeRefresh(s.ConnectionID)
+			}
 		}
 	}
 }
@@ -192,4 +200,18 @@ func (b *Bot) waiting(identity string) bool {
 	b.undeliveredMu.Lock()
 	defer b.undeliveredMu.Unlock()
 	return b.undelivered[identity]
+}
+
+// takeRefresh reports whether a MenuRequested of conn was queued by RefreshMenus (and counts
+// it handled).
+func (b *Bot) takeRefresh(conn string) bool {
+	b.menuMu.Lock()
+	defer b.menuMu.Unlock()
+	if b.refreshes[conn] == 0 {
+		return false
+	}
+	if b.refreshes[conn]--; b.refreshes[conn] == 0 {
+		delete(b.refreshes, conn)
+	}
+	return true
 }

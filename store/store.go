@@ -210,8 +210,11 @@ type OutboxClaim struct {
 	Identity     string
 	ConnectionID string
 	Now          time.Time
-	Lease        time.Duration
-	Limit        int
+	// DueBy, when set, claims messages due by then instead of by Now (a recipient who just
+	// connected gets what was put off while they were away); the lease still starts at Now.
+	DueBy time.Time
+	Lease time.Duration
+	Limit int
 }
 
 // Outbox is the durable queue of outbound notices: a message stays until a channel accepted it.

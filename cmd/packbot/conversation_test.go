@@ -33,8 +33,11 @@ type e2e struct {
 	env   []string
 	llm   *agenttest.Server
 	vault *demoserver.Server
-	bot   *packbotProcess
-	logs  []string // logs of the bot processes that ended
+	pay   *demoserver.Server
+	// gate, when armed, holds calls of send_money to pay until it is closed.
+	gate *callGate
+	bot  *packbotProcess
+	logs []string // logs of the bot processes that ended
 }
 
 func newE2E(t *testing.T, postgres bool, extraEnv ...string) *e2e {
@@ -43,6 +46,10 @@ func newE2E(t *testing.T, postgres bool, extraEnv ...string) *e2e {
 	e.vault = demoserver.New(&demoserver.Options{Name: "vault", Token: e2eToken})
 	vs := httptest.NewServer(e.vault.Handler())
 	t.Cleanup(vs.Close)
+	e.pay = demoserver.New(&demoserver.Options{Name: "pay"})
+	e.gate = &callGate{next: e.pay.Handler()}
+	ps := httptest.NewServer(e.gate)
+	t.Cleanup(ps.Close)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -54,11 +61,17 @@ func newE2E(t *testing.T, postgres bool, extraEnv ...string) *e2e {
 		t.Fatal(err)
 	}
 	e.env = append([]string{"PACKBOT_HTTP_ADDR=" + e.addr, "AGENT_PACK_PATH=" + pack, "E2E_LLM_URL=" + e.llm.URL,
-		"E2E_VAULT_URL=" + vs.URL + "/mcp", "MCP_CONFIG_ENCRYPTION_KEY=" + e2eKey}, extraEnv...)
+		"E2E_VAULT_URL=" + vs.URL + "/mcp", "E2E_PAY_URL=" + ps.URL + "/mcp", "MCP_CONFIG_ENCRYPTION_KEY=" + e2eKey,
+		"PACKBOT_APPROVAL_SWEEP=200ms"}, extraEnv...)
 	if postgres {
 		e.env = append(e.env, "DATABASE_URL="+storetest.PostgresDSN(t))
 	}
 	e.start()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("packbot logs:\n%s", e.allLogs())
+		}
+	})
 	return e
 }
 
@@ -110,6 +123,32 @@ func (e *e2e) invitation(ctx context.Context) string {
 type e2eWallet struct {
 	*walletProc
 	ctx context.Context
+	// menu is the last menu event seen (menus arrive in any order with notices).
+	menu map[string]any
+}
+
+// next returns the next event of kind, remembering the menus it passes.
+func (w *e2eWallet) next(kind string) map[string]any {
+	w.t.Helper()
+	for {
+		select {
+		case <-w.ctx.Done():
+			w.t.Fatalf("waiting for a %s event: %v", kind, w.ctx.Err())
+		case e, ok := <-w.events:
+			if !ok {
+				w.t.Fatalf("the wallet exited while waiting for a %s event", kind)
+			}
+			if e["event"] == "menu" {
+				w.menu = e
+			}
+			if e["event"] == kind {
+				return e
+			}
+			if e["event"] == "error" {
+				w.t.Fatalf("wallet error while waiting for %s: %v", kind, e["message"])
+			}
+		}
+	}
 }
 
 // wallet starts a wallet in lang holding a credential from the demo issuer with attrs (none:
@@ -129,7 +168,7 @@ func (e *e2e) wallet(ctx context.Context, name, lang string, attrs ...string) *e
 
 func (w *e2eWallet) text() string {
 	w.t.Helper()
-	return w.expect(w.ctx, "text")["content"].(string)
+	return w.next("text")["content"].(string)
 }
 
 func (w *e2eWallet) say(s string) string {
@@ -146,7 +185,7 @@ func (w *e2eWallet) selectItem(id string) {
 // answer answers the next question with the option containing part.
 func (w *e2eWallet) answer(part string) {
 	w.t.Helper()
-	q := w.expect(w.ctx, "question")
+	q := w.next("question")
 	for _, o := range q["options"].([]any) {
 		if strings.Contains(o.(string), part) {
 			w.do(map[string]any{"action": "answer", "question": q["id"], "response": o})
@@ -159,7 +198,7 @@ func (w *e2eWallet) answer(part string) {
 func (w *e2eWallet) login() string {
 	w.t.Helper()
 	w.selectItem("authenticate")
-	pr := w.expect(w.ctx, "proof-request")
+	pr := w.next("proof-request")
 	w.do(map[string]any{"action": "present", "request": pr["id"]})
 	return w.text()
 }

@@ -58,7 +58,11 @@ func (db *DB) ClaimOutbox(ctx context.Context, c store.OutboxClaim) ([]store.Out
 	if now.IsZero() {
 		now = db.now()
 	}
-	ms, err := query(ctx, db.conn(), scanOutboxMessage, qClaimOutbox, millis(now), millis(now.Add(c.Lease)),
+	due := c.DueBy
+	if due.IsZero() {
+		due = now
+	}
+	ms, err := query(ctx, db.conn(), scanOutboxMessage, qClaimOutbox, millis(due), millis(now.Add(c.Lease)),
 		c.Identity, c.ConnectionID, limitArg(c.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox for %q/%q: %w", c.Identity, c.ConnectionID, err)

@@ -16,6 +16,7 @@ var outboxTests = []test{
 	{"ClaimRecipient", testClaimOutboxRecipient},
 	{"AckAndPending", testAckOutbox},
 	{"Retry", testRetryOutbox},
+	{"DueBy", testClaimOutboxDueBy},
 }
 
 func enqueue(t *testing.T, s store.Store, m store.OutboxMessage) int64 {
@@ -164,4 +165,24 @@ func testRetryOutbox(t *testing.T, s store.Store) {
 	wantEqual(t, "claim after an earlier retry", messageIDs(claim(t, s, store.OutboxClaim{Now: t0, Lease: time.Minute, Limit: 1})), []int64{id})
 
 	wantErr(t, s.RetryOutbox(t.Context(), id+1000, t0, "missing"), store.ErrNotFound)
+}
+
+// testClaimOutboxDueBy: DueBy claims messages put off until later, and the lease still starts at
+// Now, so a claimer that crashes releases them after the lease.
+func testClaimOutboxDueBy(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	id, err := s.EnqueueOutbox(ctx, store.OutboxMessage{Identity: "ana", Kind: "text", Payload: []byte(`{}`), CreatedAt: t0, NextAttemptAt: t0.Add(time.Hour)})
+	check(t, err)
+	got, err := s.ClaimOutbox(ctx, store.OutboxClaim{Identity: "ana", Now: t0, Lease: time.Minute, Limit: 10})
+	check(t, err)
+	wantEqual(t, "claimed before due", len(got), 0)
+	got, err = s.ClaimOutbox(ctx, store.OutboxClaim{Identity: "ana", Now: t0, DueBy: t0.Add(2 * time.Hour), Lease: time.Minute, Limit: 10})
+	check(t, err)
+	if len(got) != 1 || got[0].ID != id {
+		t.Fatalf("claim with DueBy: %+v", got)
+	}
+	wantEqual(t, "lease from Now", got[0].NextAttemptAt, t0.Add(time.Minute))
+	got, err = s.ClaimOutbox(ctx, store.OutboxClaim{Identity: "ana", Now: t0.Add(2 * time.Minute), Lease: time.Minute, Limit: 10})
+	check(t, err)
+	wantEqual(t, "claimable again after the lease", len(got), 1)
 }
