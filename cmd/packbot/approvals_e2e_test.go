@@ -247,3 +247,45 @@ func (w *e2eWallet) stop() {
 		w.t.Fatal("the wallet did not stop")
 	}
 }
+
+// TestDemoPackApproval: the embedded default (`packbot serve` with nothing configured: the demo
+// pack, SQLite, the demo bank over stdio) — an employee asks for send_money, a finance-manager
+// approves it from the pending-approvals menu, the ledger gets the transfer and the employee the
+// result.
+func TestDemoPackApproval(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	e := &e2e{t: t, dir: t.TempDir()}
+	e.bot = startPackbot(t, e.dir, []string{"PACKBOT_HTTP_ADDR=127.0.0.1:0"}, "serve")
+	e.bot.waitServing(t)
+	e.bot.waitLog(t, "MCP tool catalog updated")
+	mgr := e.wallet(ctx, "mgr", "en", "email=maria@acme.corp", "name=Maria", "roles=finance-manager")
+	mgr.text()
+	mgr.login()
+	emp := e.wallet(ctx, "emp", "en", "email=ana@acme.corp", "name=Ana", "roles=employee")
+	emp.text()
+	emp.login()
+
+	emp.do(map[string]any{"action": "text", "content": `/call send_money {"recipient":"rcp-globex","amount":12.5,"currency":"EUR"}`})
+	emp.answer("Yes")
+	if got := emp.text(); !strings.HasPrefix(got, "Your request for send_money is submitted") {
+		t.Fatalf("submitted notice %q", got)
+	}
+	if got := mgr.text(); !strings.HasPrefix(got, "New approval request from Ana: send_money on bank") {
+		t.Fatalf("manager's notice %q", got)
+	}
+	mgr.waitBadge("pending-approvals", "1")
+	mgr.selectItem("pending-approvals")
+	mgr.answer("Ana: send_money on bank")
+	mgr.answer("Approve")
+	if got := mgr.text(); got != "You approved the request from Ana for send_money." {
+		t.Fatalf("approve answer %q", got)
+	}
+	res := emp.text()
+	if !strings.HasPrefix(res, "Your request for send_money was approved by Maria. Result:") || !strings.Contains(res, "T-") {
+		t.Fatalf("employee's result %q", res)
+	}
+	if got := mgr.say(`/call list_transfers {"limit":1}`); !strings.Contains(got, "rcp-globex") || !strings.Contains(got, "12.5") {
+		t.Fatalf("the ledger after the approval: %q", got)
+	}
+}
