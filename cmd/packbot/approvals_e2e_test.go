@@ -102,15 +102,9 @@ func TestE2EApprovals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	e := newE2E(t, false)
-	bob := e.wallet(ctx, "bob", "en", "email=bob@acme.corp", "name=Bob", "roles=finance-manager")
-	bob.text()
-	bob.login()
-	cy := e.wallet(ctx, "cy", "en", "email=cy@acme.corp", "name=Cy", "roles=finance-manager")
-	cy.text()
-	cy.login()
-	ana := e.wallet(ctx, "ana", "es", "email=ana@acme.corp", "name=Ana", "roles=employee")
-	ana.text()
-	ana.login()
+	bob := e.user(ctx, "bob", "en", "email=bob@acme.corp", "name=Bob", "roles=finance-manager")
+	cy := e.user(ctx, "cy", "en", "email=cy@acme.corp", "name=Cy", "roles=finance-manager")
+	ana := e.user(ctx, "ana", "es", "email=ana@acme.corp", "name=Ana", "roles=employee")
 
 	if got := ana.requestApproval("Sí"); !strings.Contains(got, "send_money") {
 		t.Fatalf("submitted notice %q", got)
@@ -156,12 +150,8 @@ func TestE2EApprovalCrashMidExecution(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	e := newE2E(t, false)
-	bob := e.wallet(ctx, "bob", "en", "email=bob@acme.corp", "name=Bob", "roles=finance-manager")
-	bob.text()
-	bob.login()
-	ana := e.wallet(ctx, "ana", "en", "email=ana@acme.corp", "name=Ana", "roles=employee")
-	ana.text()
-	ana.login()
+	bob := e.user(ctx, "bob", "en", "email=bob@acme.corp", "name=Bob", "roles=finance-manager")
+	ana := e.user(ctx, "ana", "en", "email=ana@acme.corp", "name=Ana", "roles=employee")
 	ana.requestApproval("Yes")
 	bob.text()
 
@@ -195,12 +185,8 @@ func TestE2EApprovalOfflineRequesterAndCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	e := newE2E(t, true)
-	bob := e.wallet(ctx, "bob", "en", "email=bob@acme.corp", "name=Bob", "roles=finance-manager")
-	bob.text()
-	bob.login()
-	ana := e.wallet(ctx, "ana", "es", "email=ana@acme.corp", "name=Ana", "roles=employee")
-	ana.text()
-	ana.login()
+	bob := e.user(ctx, "bob", "en", "email=bob@acme.corp", "name=Bob", "roles=finance-manager")
+	ana := e.user(ctx, "ana", "es", "email=ana@acme.corp", "name=Ana", "roles=employee")
 	ana.requestApproval("Sí")
 	bob.text()
 	ana.stop()
@@ -259,12 +245,8 @@ func TestDemoPackApproval(t *testing.T) {
 	e.bot = startPackbot(t, e.dir, []string{"PACKBOT_HTTP_ADDR=127.0.0.1:0"}, "serve")
 	e.bot.waitServing(t)
 	e.bot.waitLog(t, "MCP tool catalog updated")
-	mgr := e.wallet(ctx, "mgr", "en", "email=maria@acme.corp", "name=Maria", "roles=finance-manager")
-	mgr.text()
-	mgr.login()
-	emp := e.wallet(ctx, "emp", "en", "email=ana@acme.corp", "name=Ana", "roles=employee")
-	emp.text()
-	emp.login()
+	mgr := e.user(ctx, "mgr", "en", "email=maria@acme.corp", "name=Maria", "roles=finance-manager")
+	emp := e.user(ctx, "emp", "en", "email=ana@acme.corp", "name=Ana", "roles=employee")
 
 	emp.do(map[string]any{"action": "text", "content": `/call send_money {"recipient":"rcp-globex","amount":12.5,"currency":"EUR"}`})
 	emp.answer("Yes")
@@ -288,4 +270,13 @@ func TestDemoPackApproval(t *testing.T) {
 	if got := mgr.say(`/call list_transfers {"limit":1}`); !strings.Contains(got, "rcp-globex") || !strings.Contains(got, "12.5") {
 		t.Fatalf("the ledger after the approval: %q", got)
 	}
+}
+
+// user starts a wallet holding a credential with attrs, reads the greeting and logs in.
+func (e *e2e) user(ctx context.Context, name, lang string, attrs ...string) *e2eWallet {
+	e.t.Helper()
+	w := e.wallet(ctx, name, lang, attrs...)
+	w.text()
+	w.login()
+	return w
 }
