@@ -216,7 +216,8 @@ func (e *e2e) kill() {
 	e.t.Helper()
 	_ = e.bot.cmd.Process.Signal(syscall.SIGKILL)
 	select {
-	case <-e.bot.done:
+	case err := <-e.bot.done:
+		e.t.Logf("packbot killed: %v", err)
 	case <-time.After(30 * time.Second):
 		e.t.Fatal("packbot did not die")
 	}
@@ -228,7 +229,8 @@ func (w *e2eWallet) stop() {
 	w.t.Helper()
 	_ = w.stdin.Close()
 	select {
-	case <-w.done:
+	case err := <-w.done:
+		w.t.Logf("wallet stopped: %v", err)
 	case <-time.After(30 * time.Second):
 		w.t.Fatal("the wallet did not stop")
 	}
