@@ -231,6 +231,7 @@ func (w *e2eWallet) stop() {
 	select {
 	case err := <-w.done:
 		w.t.Logf("wallet stopped: %v", err)
+		w.done <- err // for the cleanup that waits for it too
 	case <-time.After(30 * time.Second):
 		w.t.Fatal("the wallet did not stop")
 	}
