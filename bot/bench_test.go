@@ -11,7 +11,12 @@ import (
 // countingStore counts the store calls of the per-message path.
 type countingStore struct {
 	store.Store
-	session, memory, audit atomic.Int64
+	session, memory, audit, counts atomic.Int64
+}
+
+func (c *countingStore) CountApprovals(ctx context.Context, q store.ApprovalQuery) (int, error) {
+	c.counts.Add(1)
+	return c.Store.CountApprovals(ctx, q)
 }
 
 func (c *countingStore) GetSession(ctx context.Context, conn string) (store.Session, error) {
@@ -74,6 +79,7 @@ func benchMessage(b *testing.B, text string, postgres bool) {
 	cs.session.Store(0)
 	cs.memory.Store(0)
 	cs.audit.Store(0)
+	cs.counts.Store(0)
 	calls := h.llm.Calls()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -85,5 +91,6 @@ func benchMessage(b *testing.B, text string, postgres bool) {
 	b.ReportMetric(float64(cs.session.Load())/n, "session-ops/msg")
 	b.ReportMetric(float64(cs.memory.Load())/n, "memory-ops/msg")
 	b.ReportMetric(float64(cs.audit.Load())/n, "audit-rows/msg")
+	b.ReportMetric(float64(cs.counts.Load())/n, "count-queries/msg")
 	b.ReportMetric(float64(h.llm.Calls()-calls)/n, "llm-calls/msg")
 }

@@ -157,6 +157,7 @@ func backoff(attempts int) time.Duration {
 // RefreshMenus re-sends the menus of every connection of identities (their badge counts may
 // have changed), behind whatever their connections are doing.
 func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
+	b.flows.InvalidateCounts(identities)
 	seen := map[string]bool{}
 	for _, id := range identities {
 		if id == "" || seen[id] {

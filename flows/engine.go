@@ -75,6 +75,10 @@ type Engine struct {
 	canAuth bool
 
 	agents agentCache
+
+	menuHasApprovals bool
+	countsMu         sync.Mutex
+	countsCache      map[string]cachedCounts
 }
 
 // New checks d and returns an engine.
@@ -105,7 +109,9 @@ func New(d Deps) (*Engine, error) {
 		e.maxText = DefaultMaxText
 	}
 	e.agents.entries = map[string]*toolSet{}
-	e.menu = menu.New(d.Pack, menu.Capabilities{Authenticate: e.canAuth, MCPConfig: e.configAvailable(), Approvals: e.appr != nil && hasPolicies(d.Pack)})
+	e.menuHasApprovals = e.appr != nil && hasPolicies(d.Pack)
+	e.countsCache = map[string]cachedCounts{}
+	e.menu = menu.New(d.Pack, menu.Capabilities{Authenticate: e.canAuth, MCPConfig: e.configAvailable(), Approvals: e.menuHasApprovals})
 	return e, nil
 }
 
@@ -286,15 +292,55 @@ func (e *Engine) Menu(ctx context.Context, s store.Session) channel.Menu {
 }
 
 // counts are c's badge counts (zero without approvals or on a store error, which is logged).
+// They are cached per identity and role set for countsTTL, and dropped at once by
+// InvalidateCounts when a request of theirs changes, so that a chat message does not cost two
+// count queries.
 func (e *Engine) counts(ctx context.Context, c rbac.Caller) menu.Counts {
-	if e.appr == nil || !c.Authenticated {
+	if e.appr == nil || !c.Authenticated || !e.menuHasApprovals {
 		return menu.Counts{}
 	}
+	key := c.Identity + "\x00" + strings.Join(c.Roles, ",")
+	now := e.now()
+	e.countsMu.Lock()
+	if cc, ok := e.countsCache[c.Identity]; ok && cc.key == key && now.Sub(cc.at) < countsTTL {
+		e.countsMu.Unlock()
+		return cc.counts
+	}
+	e.countsMu.Unlock()
 	mine, decidable, err := e.appr.Counts(ctx, c)
 	if err != nil {
 		e.log.WarnContext(ctx, "badge counts", slog.String("identity", c.Identity), slog.Any("err", err))
+		return menu.Counts{}
 	}
-	return menu.Counts{ApprovalRequests: mine, PendingApprovals: decidable}
+	counts := menu.Counts{ApprovalRequests: mine, PendingApprovals: decidable}
+	e.countsMu.Lock()
+	if len(e.countsCache) >= maxCachedCounts {
+		clear(e.countsCache)
+	}
+	e.countsCache[c.Identity] = cachedCounts{key: key, at: now, counts: counts}
+	e.countsMu.Unlock()
+	return counts
+}
+
+// InvalidateCounts forgets the cached badge counts of identities (their requests changed).
+func (e *Engine) InvalidateCounts(identities []string) {
+	e.countsMu.Lock()
+	defer e.countsMu.Unlock()
+	for _, id := range identities {
+		delete(e.countsCache, id)
+	}
+}
+
+// countsTTL bounds how stale a badge count may be when the change happened on another replica.
+const (
+	countsTTL       = 30 * time.Second
+	maxCachedCounts = 10_000
+)
+
+type cachedCounts struct {
+	key    string
+	at     time.Time
+	counts menu.Counts
 }
 
 // agentCache holds the tool sets offered to the LLM, by role set, tool-catalog version and the
