@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -23,6 +24,8 @@ import (
 	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/mcp/demoserver"
+	"github.com/packbot/packbot/mcp/oauth"
+	"github.com/packbot/packbot/mcp/oauth/oauthtest"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
@@ -116,6 +119,7 @@ type harness struct {
 	vault *demoserver.Server
 	pool  *mcp.Pool
 	appr  *approvals.Service
+	as    *oauthtest.AuthServer
 	// offset moves the approvals' clock (expiry tests).
 	offset atomic.Int64
 	bot    *bot.Bot
@@ -132,10 +136,9 @@ type harnessOptions struct {
 	store store.Store
 	// wrap, when set, wraps the store (to count calls).
 	wrap func(store.Store) store.Store
-	// servers are more mcp.servers entries (YAML list items) for the pack.
-	servers string
-	// oauth starts OAuth sign-ins.
-	oauth flows.OAuthStarter
+	// oauth adds the server "hr": user-controlled, OAuth 2.1 sign-in at an in-process
+	// authorization server, with the real oauth.Manager and its callback.
+	oauth bool
 }
 
 type syncBuffer struct {
@@ -191,11 +194,25 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Cleanup(vaultSrv.Close)
 
 	env := map[string]string{"LLM_URL": h.llm.URL, "BANK_URL": bankSrv.URL + "/mcp", "VAULT_URL": vaultSrv.URL + "/mcp"}
+	servers := ""
+	if o.oauth {
+		h.as = oauthtest.NewAuthServer(oauthtest.NewClock())
+		t.Cleanup(h.as.Close)
+		hr := oauthtest.NewProtectedMCP(h.as)
+		t.Cleanup(hr.Close)
+		env["HR_URL"] = hr.Endpoint
+		servers = `
+    - name: hr
+      url: "${HR_URL}"
+      accessMode: user-controlled
+      authentication: {mode: oauth2}
+`
+	}
 	if o.authRequired {
 		env["AUTH_REQ"] = "true"
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "agent-pack.yaml"), []byte(testPack+o.servers), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "agent-pack.yaml"), []byte(testPack+servers), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p, err := packs.Load(packs.Options{Path: dir, Env: packs.MapEnv(env)})
@@ -211,7 +228,25 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.pool, err = mcp.New(mcp.Config{Servers: p.MCP.Servers, Credentials: h.st, Keyring: kr, Logger: log})
+	cfg := mcp.Config{Servers: p.MCP.Servers, Credentials: h.st, Keyring: kr, Logger: log}
+	var om *oauth.Manager
+	if o.oauth {
+		mux := http.NewServeMux()
+		cb := httptest.NewServer(mux)
+		t.Cleanup(cb.Close)
+		om, err = oauth.New(oauth.Config{Credentials: h.st, Records: h.st, Keyring: kr, Servers: p.MCP.Servers, Logger: log,
+			CallbackURL: cb.URL + oauth.DefaultCallbackPath,
+			// As serve wires it: the confirmation goes through the outbox.
+			OnAuthorized: func(ctx context.Context, identity, server string) {
+				_ = h.bot.Notify(ctx, identity, bot.Notice{Key: "MCP_CONFIG_OAUTH_DONE", Args: []string{"server", server}})
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux.Handle("GET "+oauth.DefaultCallbackPath, om.CallbackHandler())
+		cfg.Authorizer = om
+	}
+	h.pool, err = mcp.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +261,11 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := flows.Deps{Pack: p, Catalog: h.cat, Store: h.st, MCP: h.pool, Keyring: kr, CanRequestProof: true, Logger: log, OAuth: o.oauth,
+	d := flows.Deps{Pack: p, Catalog: h.cat, Store: h.st, MCP: h.pool, Keyring: kr, CanRequestProof: true, Logger: log,
 		Approvals: h.appr}
+	if om != nil {
+		d.OAuth = om
+	}
 	if !o.noLLM {
 		if d.Model, err = agent.New(agent.Config{Provider: agent.ProviderOpenAI, Model: "scripted", BaseURL: h.llm.URL, Logger: log}); err != nil {
 			t.Fatal(err)

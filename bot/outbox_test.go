@@ -1,12 +1,14 @@
 package bot_test
 
 import (
-	"context"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/packbot/packbot/bot"
+	"github.com/packbot/packbot/mcp/oauth/oauthtest"
 )
 
 // TestNoticeReachesUserWhenTheyConnect: a notice for an identity with no connection waits in the
@@ -52,45 +54,45 @@ func TestNoticeReachesUserWhenTheyConnect(t *testing.T) {
 	}
 }
 
-// oauthStarter stands in for mcp/oauth.Manager (tested on its own against a real authorization
-// server in mcp/oauth): it records who asked and returns a link.
-type oauthStarter struct{ began chan string }
-
-func (o *oauthStarter) Begin(_ context.Context, identity, server string) (string, error) {
-	o.began <- identity + " " + server
-	return "https://auth.example/authorize?state=s1", nil
-}
-
-// TestOAuthSignInConversation: choosing an OAuth server sends the sign-in link; the callback's
-// confirmation (serve wires the manager's OnAuthorized to Notify) reaches the chat.
+// TestOAuthSignInConversation: choosing an OAuth server sends the sign-in link (from the real
+// oauth.Manager, after RFC 9728 discovery at the protected server and registration at the
+// authorization server); the user's browser completes it; the callback's confirmation reaches
+// the chat through the outbox, and the server's tool then runs with the user's token.
 func TestOAuthSignInConversation(t *testing.T) {
 	ctx := testCtx(t)
-	starter := &oauthStarter{began: make(chan string, 1)}
-	h := newHarness(t, harnessOptions{noLLM: true, oauth: starter, servers: `
-    - name: hr
-      url: "${VAULT_URL}"
-      accessMode: user-controlled
-      authentication: {mode: oauth2}
-`})
+	h := newHarness(t, harnessOptions{noLLM: true, oauth: true})
+	h.as.Set(func(as *oauthtest.AuthServer) { as.User = "ana-at-hr" })
 	u := h.connect(ctx, map[string]string{"email": "ana@acme.corp", "name": "Ana"}, "en")
 	u.text(ctx)
 	u.login(ctx)
+	if got := u.say(ctx, "/call hr/whoami {}"); got != h.cat.T("en", "TOOL_NEEDS_CONFIG", "server", "hr") {
+		t.Fatalf("before signing in: %q", got)
+	}
 	u.selectItem(ctx, "mcp-config")
 	q := u.question(ctx)
 	if want := []string{"⚠️ vault", "⚠️ hr"}; !slices.Equal(q.Question.Options, want) {
 		t.Fatalf("options %q, want %q", q.Question.Options, want)
 	}
 	u.answer(ctx, q, "hr")
-	if got := u.text(ctx); got != h.cat.T("en", "MCP_CONFIG_OAUTH_LINK", "server", "hr", "url", "https://auth.example/authorize?state=s1") {
-		t.Fatalf("link message %q", got)
+	msg := u.text(ctx)
+	prefix := h.cat.T("en", "MCP_CONFIG_OAUTH_LINK", "server", "hr", "url", "")
+	if !strings.HasPrefix(msg, prefix) {
+		t.Fatalf("link message %q", msg)
 	}
-	if got := <-starter.began; got != "ana@acme.corp hr" {
-		t.Fatalf("sign-in begun for %q", got)
-	}
-	if err := h.bot.Notify(ctx, "ana@acme.corp", bot.Notice{Key: "MCP_CONFIG_OAUTH_DONE", Args: []string{"server", "hr"}}); err != nil {
-		t.Fatal(err)
+	status, body, _, err := oauthtest.FollowAuthorization(ctx, strings.TrimPrefix(msg, prefix))
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("sign-in: %d %v %s", status, err, body)
 	}
 	if got := u.text(ctx); got != "✅ You are signed in to hr." {
 		t.Fatalf("confirmation %q", got)
+	}
+	if got := u.say(ctx, "/call hr/whoami {}"); got != h.cat.T("en", "TOOL_RESULT", "tool", "whoami", "result", "you are ana-at-hr") {
+		t.Fatalf("after signing in: %q", got)
+	}
+	logs := h.logs.String()
+	for _, s := range append(h.as.Secrets(), strings.TrimPrefix(msg, prefix)) {
+		if strings.Contains(logs, s) {
+			t.Errorf("a log line holds the secret or sign-in link %q", s)
+		}
 	}
 }

@@ -55,7 +55,7 @@ func Example() {
 		Records:     st,
 		Keyring:     kr,
 		Servers: []packs.Server{{
-			Name: "notes", Transport: packs.TransportStreamableHTTP, URL: notes.endpoint,
+			Name: "notes", Transport: packs.TransportStreamableHTTP, URL: notes.Endpoint,
 			AccessMode: packs.UserControlled, Authentication: &packs.ServerAuth{Mode: oauth.ModeOAuth2},
 		}},
 		CallbackURL: bot.URL + oauth.DefaultCallbackPath,
@@ -78,7 +78,7 @@ func Example() {
 	}
 	fmt.Println("callback page:", status)
 
-	cs, err := connect(ctx, m, "alice@acme.example", "notes", notes.endpoint) // Token on every request
+	cs, err := connect(ctx, m, "alice@acme.example", "notes", notes.Endpoint) // Token on every request
 	if err != nil {
 		log.Fatal(err)
 	}

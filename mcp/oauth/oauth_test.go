@@ -119,7 +119,7 @@ func newEnv(t *testing.T, b backend, configure ...func(e *env, s *packs.Server))
 	}))
 	t.Cleanup(cb.Close)
 
-	s := packs.Server{Name: serverName, Transport: packs.TransportStreamableHTTP, URL: e.mcp.endpoint,
+	s := packs.Server{Name: serverName, Transport: packs.TransportStreamableHTTP, URL: e.mcp.Endpoint,
 		AccessMode: packs.UserControlled, Enabled: true, Authentication: &packs.ServerAuth{Mode: oauth.ModeOAuth2}}
 	e.cfg = oauth.Config{
 		Credentials: e.st,
@@ -242,7 +242,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 		q := mustQuery(t, link)
 		for k, want := range map[string]string{
-			"response_type": "code", "code_challenge_method": "S256", "resource": e.mcp.endpoint,
+			"response_type": "code", "code_challenge_method": "S256", "resource": e.mcp.Endpoint,
 			"redirect_uri": e.cfg.CallbackURL, "scope": "tools:read offline_access",
 		} {
 			if got := q.Get(k); got != want {
@@ -275,7 +275,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("Authorized = %v, %v", ok, err)
 		}
 
-		cs, err := connect(e.ctx, e.m, alice, serverName, e.mcp.endpoint)
+		cs, err := connect(e.ctx, e.m, alice, serverName, e.mcp.Endpoint)
 		if err != nil {
 			t.Fatalf("connect with the token: %v", err)
 		}
