@@ -256,8 +256,10 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 	exec, result, errText := store.ExecDone, []byte(res.Text), ""
 	switch {
 	case err != nil:
-		exec, result, errText = store.ExecFailed, nil, err.Error()
-		row.Outcome, row.Error = store.OutcomeFailed, "call failed"
+		// The requester and the stored request get the kind of failure; the log has the detail.
+		s.log.WarnContext(ctx, "approved call failed", slog.String("id", a.ID), slog.Any("err", err))
+		exec, result, errText = store.ExecFailed, nil, mcp.Classify(err)
+		row.Outcome, row.Error = store.OutcomeFailed, errText
 	case res.IsError:
 		exec, errText = store.ExecFailed, res.Text
 		row.Outcome, row.Error = store.OutcomeFailed, "tool reported an error"

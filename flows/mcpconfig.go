@@ -214,7 +214,7 @@ func (t *turn) configValue(ctx context.Context, fs flowState, value string) erro
 	t.dropDraft(ctx, fs) // saved as working credentials, or refused: the draft is done either way
 	if err != nil {
 		t.e.log.InfoContext(ctx, "MCP credentials refused", slog.String("connection", t.conn), slog.String("server", srv.Name),
-			slog.String("reason", errorClass(err)))
+			slog.String("reason", mcp.Classify(err)))
 		return t.sayKey(ctx, "MCP_CONFIG_FAILURE", "server", srv.Name)
 	}
 	n := 0

@@ -229,7 +229,7 @@ func (t *turn) invoke(ctx context.Context, ref toolRef, args json.RawMessage) (c
 	row.Latency = res.Elapsed
 	switch {
 	case err != nil:
-		row.Outcome, row.Error = store.OutcomeFailed, errorClass(err)
+		row.Outcome, row.Error = store.OutcomeFailed, mcp.Classify(err)
 		t.audit(ctx, row)
 		t.e.log.WarnContext(ctx, "tool call failed", slog.String("server", ref.Server), slog.String("tool", ref.Tool), slog.Any("err", err))
 		return callOutcome{Text: t.callErrorText(ref, err), Failed: true}, nil
@@ -271,25 +271,6 @@ func (t *turn) callErrorText(ref toolRef, err error) string {
 		return t.tr("TOOL_UNKNOWN", "tool", ref.Tool)
 	}
 	return t.tr("MCP_UNAVAILABLE", "server", ref.Server)
-}
-
-// errorClass is the audit row's error: the kind of failure, never a message that could carry
-// what a server echoed back.
-func errorClass(err error) string {
-	for _, c := range []struct {
-		err  error
-		name string
-	}{
-		{mcp.ErrTimeout, "timeout"}, {mcp.ErrUnreachable, "unreachable"}, {mcp.ErrAuth, "credentials refused"},
-		{mcp.ErrNeedsAuthentication, "credentials needed"}, {mcp.ErrProtocol, "protocol error"},
-		{mcp.ErrUnknownTool, "unknown tool"}, {mcp.ErrUnknownServer, "unknown server"}, {mcp.ErrClosed, "pool closed"},
-		{context.Canceled, "cancelled"}, {context.DeadlineExceeded, "timeout"},
-	} {
-		if errors.Is(err, c.err) {
-			return c.name
-		}
-	}
-	return "error"
 }
 
 // Fingerprint is the SHA-256 (hex) of a call: server, tool, the arguments as canonical JSON
