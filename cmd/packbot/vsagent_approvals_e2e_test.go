@@ -89,7 +89,10 @@ type vaBot struct {
 	cat  *i18n.Catalog
 }
 
-func startVAApprovalsBot(t *testing.T) *vaBot {
+// startVAApprovalsBot runs packbot on the vsagent channel with packTemplate (formatted with the
+// credential definition and the demo bank's URL) and a sweeper every 200 ms; the test fails if
+// packbot logs an error or rejects a webhook.
+func startVAApprovalsBot(t *testing.T, packTemplate string) *vaBot {
 	t.Helper()
 	bank := demoserver.New(&demoserver.Options{Name: "bank"})
 	bankSrv := httptest.NewServer(bank.Handler())
@@ -98,7 +101,7 @@ func startVAApprovalsBot(t *testing.T) *vaBot {
 
 	dir := t.TempDir()
 	pack := filepath.Join(dir, "agent-pack.yaml")
-	if err := os.WriteFile(pack, fmt.Appendf(nil, vaPack, e2eCredDef, bankSrv.URL+"/mcp"), 0o600); err != nil {
+	if err := os.WriteFile(pack, fmt.Appendf(nil, packTemplate, e2eCredDef, bankSrv.URL+"/mcp"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// The texts the bot sends are computed from the same pack and catalog.
@@ -116,13 +119,15 @@ func startVAApprovalsBot(t *testing.T) *vaBot {
 		"PACKBOT_HTTP_ADDR=127.0.0.1:0",
 		"AGENT_PACK_PATH=" + pack,
 		"PACKBOT_DATA_DIR=" + filepath.Join(dir, "data"), // SQLite store
-		"PACKBOT_APPROVAL_SWEEP=250ms",                   // the sweeper runs all along (nothing expires)
+		"PACKBOT_APPROVAL_SWEEP=200ms",
 	}, "serve")
 	b := &vaBot{e2eBot: &e2eBot{p: proc, addr: proc.waitServing(t), admin: admin}, dir: dir, bank: bank, cat: cat}
 	proc.waitLog(t, `msg="MCP tool catalog updated" component=mcp server=bank`)
 	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("packbot logs:\n%s", proc.output())
+		if logs := proc.output(); strings.Contains(logs, "level=ERROR") || strings.Contains(logs, "webhook rejected") {
+			t.Errorf("packbot logged errors:\n%s", logs)
+		} else if t.Failed() {
+			t.Logf("packbot logs:\n%s", logs)
 		}
 	})
 	return b
@@ -365,7 +370,7 @@ func (u *vaUser) decide(ctx context.Context, t *testing.T, requester, short, opt
 // the vsagent channel of packbot serve: approved, it runs once and its result reaches the
 // employee; rejected, it does not run and the employee is told.
 func TestVSAgentApprovals(t *testing.T) {
-	b := startVAApprovalsBot(t)
+	b := startVAApprovalsBot(t, vaPack)
 	ctx := e2eCtx(t)
 	cat := b.cat
 

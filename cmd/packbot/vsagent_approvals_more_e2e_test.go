@@ -11,9 +11,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,8 +18,6 @@ import (
 	"time"
 
 	"github.com/packbot/packbot/i18n"
-	"github.com/packbot/packbot/mcp/demoserver"
-	"github.com/packbot/packbot/packs"
 )
 
 // vaMorePack: the approvals bank of vsagent_approvals_e2e_test.go (same greetings, same login),
@@ -88,48 +83,6 @@ var (
 	vaMoreRecipients = vaMoreCall{"list_recipients", `{}`, "{}"}
 	vaMoreInvoice    = vaMoreCall{"create_invoice", `{"customer":"Globex","amount":10,"currency":"EUR"}`, `customer: "Globex", amount: 10, currency: "EUR"`}
 )
-
-// startVAMoreBot is startVAApprovalsBot with vaMorePack and a sweeper every 200 ms; the test
-// fails if packbot logs an error or rejects a webhook.
-func startVAMoreBot(t *testing.T) *vaBot {
-	t.Helper()
-	bank := demoserver.New(&demoserver.Options{Name: "bank"})
-	bankSrv := httptest.NewServer(bank.Handler())
-	t.Cleanup(bankSrv.Close)
-	admin := newE2EAdmin(t)
-
-	dir := t.TempDir()
-	pack := filepath.Join(dir, "agent-pack.yaml")
-	if err := os.WriteFile(pack, fmt.Appendf(nil, vaMorePack, e2eCredDef, bankSrv.URL+"/mcp"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p, err := packs.Load(packs.Options{Path: pack})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := i18n.New(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proc := startPackbot(t, dir, []string{
-		"PACKBOT_CHANNEL=vsagent",
-		"VS_AGENT_ADMIN_URL=" + admin.srv.URL,
-		"PACKBOT_HTTP_ADDR=127.0.0.1:0",
-		"AGENT_PACK_PATH=" + pack,
-		"PACKBOT_DATA_DIR=" + filepath.Join(dir, "data"), // SQLite store
-		"PACKBOT_APPROVAL_SWEEP=200ms",
-	}, "serve")
-	b := &vaBot{e2eBot: &e2eBot{p: proc, addr: proc.waitServing(t), admin: admin}, dir: dir, bank: bank, cat: cat}
-	proc.waitLog(t, `msg="MCP tool catalog updated" component=mcp server=bank`)
-	t.Cleanup(func() {
-		if logs := proc.output(); strings.Contains(logs, "level=ERROR") || strings.Contains(logs, "webhook rejected") {
-			t.Errorf("packbot logged errors:\n%s", logs)
-		} else if t.Failed() {
-			t.Logf("packbot logs:\n%s", logs)
-		}
-	})
-	return b
-}
 
 // vaMoreLogAll logs, when t failed, every message posted to users.
 func vaMoreLogAll(t *testing.T, users ...*vaUser) {
@@ -225,7 +178,7 @@ func vaMoreSelect(ctx context.Context, t *testing.T, u *vaUser, id string) e2ePo
 // requester, his badge goes, and approving it afterwards is refused; the tool never runs.
 func TestVSAgentApprovalsMoreCancel(t *testing.T) {
 	t.Parallel()
-	b := startVAMoreBot(t)
+	b := startVAApprovalsBot(t, vaMorePack)
 	ctx := e2eCtx(t)
 	cat := b.cat
 	bob := b.login(ctx, t, "bob@acme.corp", "Bob", "finance-manager", "en")
@@ -272,7 +225,7 @@ func TestVSAgentApprovalsMoreCancel(t *testing.T) {
 // is told it was already resolved when he approves; it is no longer listed.
 func TestVSAgentApprovalsMoreExpire(t *testing.T) {
 	t.Parallel()
-	b := startVAMoreBot(t)
+	b := startVAApprovalsBot(t, vaMorePack)
 	ctx := e2eCtx(t)
 	cat := b.cat
 	bob := b.login(ctx, t, "bob@acme.corp", "Bob", "finance-manager", "en")
@@ -333,7 +286,7 @@ func TestVSAgentApprovalsMoreExpire(t *testing.T) {
 // the other manager.
 func TestVSAgentApprovalsMoreSelfApproval(t *testing.T) {
 	t.Parallel()
-	b := startVAMoreBot(t)
+	b := startVAApprovalsBot(t, vaMorePack)
 	ctx := e2eCtx(t)
 	cat := b.cat
 	cy := b.login(ctx, t, "cy@acme.corp", "Cy", "finance-manager", "en")
@@ -372,7 +325,7 @@ func TestVSAgentApprovalsMoreSelfApproval(t *testing.T) {
 // approved, and his late approval is refused.
 func TestVSAgentApprovalsMoreQuorum(t *testing.T) {
 	t.Parallel()
-	b := startVAMoreBot(t)
+	b := startVAApprovalsBot(t, vaMorePack)
 	ctx := e2eCtx(t)
 	cat := b.cat
 	bob := b.login(ctx, t, "bob@acme.corp", "Bob", "finance-manager", "en")
@@ -428,7 +381,7 @@ func TestVSAgentApprovalsMoreQuorum(t *testing.T) {
 // option, not listed once another request is) while the other manager sees it and approves it.
 func TestVSAgentApprovalsMoreOwnRequestRefused(t *testing.T) {
 	t.Parallel()
-	b := startVAMoreBot(t)
+	b := startVAApprovalsBot(t, vaMorePack)
 	ctx := e2eCtx(t)
 	cat := b.cat
 	bob := b.login(ctx, t, "bob@acme.corp", "Bob", "finance-manager", "en")
