@@ -101,7 +101,8 @@ type Request struct {
 	Policy    *packs.ApprovalPolicy
 }
 
-// Fingerprint is the SHA-256 (hex) of (server, tool, canonical arguments, requester, policy).
+// Fingerprint is the SHA-256 (hex) of (server, tool, canonical arguments, requester, policy);
+// the audit table's fingerprint of a call has no policy (nil).
 func Fingerprint(server, tool string, canonicalArgs []byte, requester string, p *packs.ApprovalPolicy) string {
 	h := sha256.New()
 	policy, _ := json.Marshal(p) // plain fields: cannot fail

@@ -2,8 +2,6 @@ package flows
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -273,14 +271,7 @@ func (t *turn) callErrorText(ref toolRef, err error) string {
 	return t.tr("MCP_UNAVAILABLE", "server", ref.Server)
 }
 
-// Fingerprint is the SHA-256 (hex) of a call: server, tool, the arguments as canonical JSON
-// (object keys sorted, no insignificant space; invalid JSON is hashed as given) and the caller's
-// identity.
+// Fingerprint is the audit fingerprint of a call: approvals.Fingerprint with no policy.
 func Fingerprint(server, tool string, args json.RawMessage, identity string) string {
-	h := sha256.New()
-	for _, part := range [][]byte{[]byte(server), []byte(tool), approvals.CanonicalJSON(args), []byte(identity)} {
-		h.Write(part)
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return approvals.Fingerprint(server, tool, approvals.CanonicalJSON(args), identity, nil)
 }
