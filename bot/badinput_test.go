@@ -16,7 +16,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 	h := newHarness(t, harnessOptions{noLLM: true})
 	u := h.login(ctx, "ana@acme.corp", "Ana", "employee", "en")
 	// The menu follows the session's save.
-	u.waitMenu(ctx, func(m channel.Menu) bool { return m.Description == h.cat.T("en", "MENU_STATUS_AUTHENTICATED", "name", "Ana") })
+	u.waitMenu(ctx, func(m channel.Menu) bool {
+		return m.Description == h.cat.T("en", "MENU_STATUS_AUTHENTICATED", "name", "Ana")
+	})
 	before, err := h.st.GetSession(ctx, u.w.Conn())
 	if err != nil {
 		t.Fatal(err)

@@ -351,3 +351,25 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(b) // the client went away: nothing to do
 }
+
+// Rule makes a [Keywords] script call Call when the user's text contains Contains.
+type Rule struct {
+	Contains string
+	Call     ToolCall
+}
+
+// Keywords returns a script that plays a model using tools: a user text containing a rule's
+// word (first rule wins) is answered with that rule's tool call; everything else — tool results
+// included — as [Echo] does.
+func Keywords(rules ...Rule) func(Request) Response {
+	return func(r Request) Response {
+		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role != "tool" {
+			for _, rule := range rules {
+				if strings.Contains(r.LastUser(), rule.Contains) {
+					return Response{ToolCalls: []ToolCall{rule.Call}}
+				}
+			}
+		}
+		return Echo(r)
+	}
+}

@@ -203,20 +203,11 @@ func (w *e2eWallet) login() string {
 	return w.text()
 }
 
-func toolScript(r agenttest.Request) agenttest.Response {
-	last := r.Messages[len(r.Messages)-1]
-	if last.Role == "tool" {
-		return agenttest.Response{Text: "tool said: " + last.Content}
-	}
-	u := r.LastUser()
-	switch {
-	case strings.Contains(u, "transfers"):
-		return agenttest.Response{ToolCalls: []agenttest.ToolCall{{Name: "list_transfers", Arguments: `{}`}}}
-	case strings.Contains(u, "balances"):
-		return agenttest.Response{ToolCalls: []agenttest.ToolCall{{Name: "get_balances", Arguments: `{}`}}}
-	}
-	return agenttest.Response{Text: "you said: " + u}
-}
+// toolScript plays a model that calls list_transfers or get_balances when asked.
+var toolScript = agenttest.Keywords(
+	agenttest.Rule{Contains: "transfers", Call: agenttest.ToolCall{Name: "list_transfers", Arguments: `{}`}},
+	agenttest.Rule{Contains: "balances", Call: agenttest.ToolCall{Name: "get_balances", Arguments: `{}`}},
+)
 
 func TestE2EConversationSQLite(t *testing.T)   { testE2EConversation(t, false) }
 func TestE2EConversationPostgres(t *testing.T) { testE2EConversation(t, true) }
