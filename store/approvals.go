@@ -111,8 +111,10 @@ type ApprovalQuery struct {
 type Approvals interface {
 	// CreateApproval stores a new PENDING request (ID, CreatedAt and ExpiresAt set by the caller;
 	// Status, Votes and execution fields are ignored; a zero CreatedAt is the store's clock).
-	// ErrConflict if the ID exists. An empty ID, a Quorum below 1 or a zero ExpiresAt is refused.
-	CreateApproval(ctx context.Context, a Approval) error
+	// ErrConflict if the ID exists (nothing written: a replayed submission finds its request
+	// with GetApproval). An empty ID, a Quorum below 1 or a zero ExpiresAt is refused. notices
+	// are put in the outbox in the same transaction.
+	CreateApproval(ctx context.Context, a Approval, notices ...OutboxMessage) error
 	// GetApproval returns one request with its votes, or ErrNotFound.
 	GetApproval(ctx context.Context, id string) (Approval, error)
 	// VoteApproval records v on a PENDING request whose ExpiresAt is after v.At. A reject
@@ -124,18 +126,22 @@ type Approvals interface {
 	// approver who voted on it before it was resolved); ErrAlreadyVoted when v.Approver voted
 	// already on the PENDING request; ErrNotFound. A Decision other than VoteApprove or
 	// VoteReject, or a lease <= 0, is refused. Authorization (roles, self-approval) is the
-	// caller's: the store records what it is told.
-	VoteApproval(ctx context.Context, id string, v Vote, lease time.Duration) (Approval, error)
+	// caller's: the store records what it is told. notices, when not nil, is called (inside the
+	// transaction, possibly more than once: it must be pure) with the request after the vote,
+	// and the messages it returns are put in the outbox in the same transaction.
+	VoteApproval(ctx context.Context, id string, v Vote, lease time.Duration, notices func(Approval) []OutboxMessage) (Approval, error)
 	// CancelApproval resolves a PENDING request CANCELLED by its requester (ResolvedBy =
 	// requester, ResolvedAt = at). ErrAlreadyResolved when not PENDING; ErrNotFound also when
 	// requester is not the request's. A PENDING request past its ExpiresAt that no sweeper has
-	// expired yet may still be cancelled: nothing runs either way.
-	CancelApproval(ctx context.Context, id, requester string, at time.Time) (Approval, error)
+	// expired yet may still be cancelled: nothing runs either way. notices as in VoteApproval.
+	CancelApproval(ctx context.Context, id, requester string, at time.Time, notices func(Approval) []OutboxMessage) (Approval, error)
 	// ExpireApprovals resolves EXPIRED (ResolvedBy "", ResolvedAt = now) up to limit (<= 0:
 	// all) PENDING requests whose ExpiresAt <= now, earliest expiry first, and returns them
 	// ordered by CreatedAt then ID. Concurrent callers (any process) never expire the same
-	// request twice (on PostgreSQL rows are claimed with FOR UPDATE SKIP LOCKED).
-	ExpireApprovals(ctx context.Context, now time.Time, limit int) ([]Approval, error)
+	// request twice (on PostgreSQL rows are claimed with FOR UPDATE SKIP LOCKED). notices, when
+	// not nil, is called for each expired request inside the transaction (pure), and its
+	// messages are put in the outbox in the same transaction.
+	ExpireApprovals(ctx context.Context, now time.Time, limit int, notices func(Approval) []OutboxMessage) ([]Approval, error)
 	// FinishExecution records the outcome of a claimed execution: exec is ExecDone (result) or
 	// ExecFailed (errText). ErrAlreadyResolved when the execution is not ExecClaimed (it was
 	// never claimed, is finished already, or was marked interrupted); an outcome that arrives
@@ -144,8 +150,8 @@ type Approvals interface {
 	FinishExecution(ctx context.Context, id, exec string, result []byte, errText string, notices ...OutboxMessage) (Approval, error)
 	// InterruptExecutions marks ExecInterrupted up to limit (<= 0: all) claimed executions
 	// whose lease ended (ExecUntil <= now) and returns them ordered by CreatedAt then ID;
-	// concurrent callers never return the same row.
-	InterruptExecutions(ctx context.Context, now time.Time, limit int) ([]Approval, error)
+	// concurrent callers never return the same row. notices as in ExpireApprovals.
+	InterruptExecutions(ctx context.Context, now time.Time, limit int, notices func(Approval) []OutboxMessage) ([]Approval, error)
 	// ListApprovals returns the matching requests with their votes (see ApprovalQuery), as of
 	// one instant.
 	ListApprovals(ctx context.Context, q ApprovalQuery) ([]Approval, error)

@@ -18,6 +18,7 @@ type Store interface {
 	Audit
 	Approvals
 	Directory
+	Inbox
 
 	// Ping reports whether the database answers and the schema is at the version this binary
 	// expects (migrations applied). /readyz is Ping.
@@ -47,9 +48,13 @@ type Session struct {
 	CredentialExpiry time.Time
 	// Flow is the JSON state of an unfinished flow (which server and field is being configured);
 	// nil when no flow is in progress. The store keeps it verbatim.
-	Flow      []byte
-	CreatedAt time.Time // set by the store on first write
-	UpdatedAt time.Time // set by the store on every write
+	Flow []byte
+	// MenuDigest identifies the last contextual menu sent to the connection ("" when none was),
+	// so that a menu is re-sent only when it changed, by whichever replica handles the
+	// connection next.
+	MenuDigest string
+	CreatedAt  time.Time // set by the store on first write
+	UpdatedAt  time.Time // set by the store on every write
 }
 
 // Sessions stores one [Session] per connection.
