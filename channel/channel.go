@@ -15,21 +15,34 @@ var (
 )
 
 // Handler receives inbound events. HandleEvent is called from the channel's own goroutines,
-// possibly concurrently for different connections, and in arrival order for one connection. It
-// must not block: enqueue the event and return.
+// possibly concurrently for different connections, and in arrival order for one connection.
+//
+// id is the channel's own id of the event (a DIDComm message's @id, a VS Agent message id), or
+// "" when the event has none (a connection state change): the bot recognises a redelivered
+// event by it. HandleEvent returns nil once the event is durably accepted (committed to the
+// bot's inbox), which is when the channel may acknowledge it to its sender; it returns quickly
+// (the event is handled later, elsewhere). An error means the event was not accepted: the
+// channel answers its sender so that it may send again (HTTP 503), never "done".
 type Handler interface {
-	HandleEvent(ctx context.Context, e Event)
+	HandleEvent(ctx context.Context, id string, e Event) error
 }
 
 // HandlerFunc adapts a function to a Handler.
-type HandlerFunc func(ctx context.Context, e Event)
+type HandlerFunc func(ctx context.Context, id string, e Event) error
 
 // HandleEvent calls f.
-func (f HandlerFunc) HandleEvent(ctx context.Context, e Event) { f(ctx, e) }
+func (f HandlerFunc) HandleEvent(ctx context.Context, id string, e Event) error { return f(ctx, id, e) }
 
 // Channel is a wallet channel. Its methods are safe for concurrent use. Run is called once;
 // Send methods may be called before Run returns and from any goroutine; after Run returns they
 // fail.
+//
+// Outbound messages carry an ID chosen by the bot (a UUID). A channel uses it as the message's
+// id on the wire, so that a message sent again after a crash (the bot's outbox re-sends what it
+// could not mark delivered) is recognisable by its receiver, and so that answers name it: the
+// id of a question is its ID (QuestionAnswered.QuestionID), the id of a proof request is its ID
+// (PresentationResult.RequestID) — or, for a channel whose peer names proof exchanges itself
+// (the VS Agent), PresentationResult.RequestID is empty. An empty ID gets a fresh one.
 type Channel interface {
 	// Name identifies the channel in logs and configuration ("didcomm", "vsagent").
 	Name() string

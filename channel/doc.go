@@ -14,6 +14,9 @@
 //
 // Lifecycle: construct and open the channel (its own package does that), mount its HTTP handler
 // if it has one ([HTTPMounter]), then Run(ctx, handler): inbound events go to the handler until
-// ctx is done. The handler must return quickly (enqueue, then process elsewhere), because a
-// channel acknowledges inbound messages at once and never holds its peer waiting.
+// ctx is done. The handler returns once the event is durably accepted (the bot's inbox), and only
+// then does the channel acknowledge it; it never holds its peer waiting for the event's handling.
+// Outbound messages carry the bot's ids, so that a message sent twice (after a crash) is
+// recognised; [Send] sends an [Outbound] of any kind, and [EncodeEvent]/[DecodeEvent] give events a
+// stored form.
 package channel

@@ -9,58 +9,61 @@ type Event interface {
 	isEvent()
 }
 
-// ConnectionReady: a connection is established and ready for chat. A channel delivers it before
-// any other event of the connection; it may deliver it again for a connection it already
-// reported (after a restart, a reconnection), so handlers treat it as idempotent.
+// ConnectionReady: a connection is established and ready for chat. A channel delivers it when it
+// learns so, and may deliver it again for a connection it already reported (after a restart, a
+// reconnection), or after other events of the connection (a wallet may speak before its peer
+// has completed its side of the handshake): handlers treat the first event of a connection they
+// do not know as its arrival, and ConnectionReady as idempotent. Channels keep no
+// per-connection state to order it.
 type ConnectionReady struct {
-	Conn string
+	Conn string `json:"conn"`
 	// Label is the wallet's own label, if it gave one.
-	Label string
+	Label string `json:"label,omitempty"`
 }
 
 // ConnectionClosed: the wallet ended the connection.
 type ConnectionClosed struct {
-	Conn   string
-	Reason string
+	Conn   string `json:"conn"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // TextReceived: the wallet sent a text.
 type TextReceived struct {
-	Conn      string
-	MessageID string
+	Conn      string `json:"conn"`
+	MessageID string `json:"messageId,omitempty"`
 	// ReplyTo is the id of the message this one answers, when the wallet said so.
-	ReplyTo string
-	Content string
-	SentAt  time.Time
+	ReplyTo string    `json:"replyTo,omitempty"`
+	Content string    `json:"content,omitempty"`
+	SentAt  time.Time `json:"sentAt,omitzero"`
 }
 
 // MenuRequested: the wallet asks for the current contextual menu.
 type MenuRequested struct {
-	Conn string
+	Conn string `json:"conn"`
 }
 
 // MenuSelected: the user chose a menu option.
 type MenuSelected struct {
-	Conn      string
-	MessageID string
-	OptionID  string
+	Conn      string `json:"conn"`
+	MessageID string `json:"messageId,omitempty"`
+	OptionID  string `json:"optionId,omitempty"`
 }
 
 // QuestionAnswered: the user answered a question sent with [QuestionAsker].
 type QuestionAnswered struct {
-	Conn       string
-	MessageID  string
-	QuestionID string
+	Conn       string `json:"conn"`
+	MessageID  string `json:"messageId,omitempty"`
+	QuestionID string `json:"questionId,omitempty"`
 	// Response is the text of the chosen option.
-	Response string
+	Response string `json:"response,omitempty"`
 }
 
 // ProfileReceived: the wallet sent its profile.
 type ProfileReceived struct {
-	Conn              string
-	DisplayName       string
-	Description       string
-	PreferredLanguage string
+	Conn              string `json:"conn"`
+	DisplayName       string `json:"displayName,omitempty"`
+	Description       string `json:"description,omitempty"`
+	PreferredLanguage string `json:"preferredLanguage,omitempty"`
 }
 
 // Outcome of a proof request.
@@ -82,19 +85,19 @@ const (
 // after checking everything it can (signatures, challenge, holder binding, issuer, type, expiry);
 // anything else is not an authentication.
 type PresentationResult struct {
-	Conn      string
-	RequestID string
-	Outcome   Outcome
+	Conn      string  `json:"conn"`
+	RequestID string  `json:"requestId,omitempty"`
+	Outcome   Outcome `json:"outcome,omitempty"`
 	// Reason explains a failure for operators (logs), never shown to users verbatim.
-	Reason string
+	Reason string `json:"reason,omitempty"`
 	// Claims are the verified attributes of the credential (credentialSubject), by name.
-	Claims map[string]any
+	Claims map[string]any `json:"claims,omitempty"`
 	// Issuer, Holder and Types describe the verified credential.
-	Issuer string
-	Holder string
-	Types  []string
+	Issuer string   `json:"issuer,omitempty"`
+	Holder string   `json:"holder,omitempty"`
+	Types  []string `json:"types,omitempty"`
 	// Expires is when the credential expires; zero when it does not say.
-	Expires time.Time
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 func (e ConnectionReady) Connection() string    { return e.Conn }

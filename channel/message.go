@@ -5,6 +5,8 @@ package channel
 
 // Text is a chat message.
 type Text struct {
+	// ID is the message's id on the wire (see [Channel]); every outbound type has one.
+	ID      string `json:"id,omitempty"`
 	Content string `json:"content"`
 	// ReplyTo is the id of the message this one answers (optional).
 	ReplyTo string `json:"replyTo,omitempty"`
@@ -12,6 +14,7 @@ type Text struct {
 
 // Menu is the contextual menu: a title, a status description and options.
 type Menu struct {
+	ID          string       `json:"id,omitempty"`
 	Title       string       `json:"title"`
 	Description string       `json:"description,omitempty"`
 	Options     []MenuOption `json:"options"`
@@ -28,6 +31,7 @@ type MenuOption struct {
 // Question asks the user to pick one of Options; option texts must be unique within a question
 // (the VS Agent maps answers back by text).
 type Question struct {
+	ID      string   `json:"id,omitempty"`
 	Text    string   `json:"text"`
 	Detail  string   `json:"detail,omitempty"`
 	Options []string `json:"options"`
@@ -37,6 +41,7 @@ type Question struct {
 // credential of CredentialType from one of Issuers in one of Formats; the vsagent channel asks
 // for an AnonCreds credential of CredentialDefinitionID with Attributes.
 type ProofRequest struct {
+	ID string `json:"id,omitempty"`
 	// Purpose is shown to the user by wallets that display it.
 	Purpose                string   `json:"purpose,omitempty"`
 	CredentialType         string   `json:"credentialType,omitempty"`
@@ -48,6 +53,7 @@ type ProofRequest struct {
 
 // Invitation points the wallet to another agent, by DID or by invitation URL.
 type Invitation struct {
+	ID    string `json:"id,omitempty"`
 	DID   string `json:"did,omitempty"`
 	URL   string `json:"url,omitempty"`
 	Label string `json:"label,omitempty"`
@@ -55,6 +61,7 @@ type Invitation struct {
 
 // Profile is the bot's own profile.
 type Profile struct {
+	ID          string `json:"id,omitempty"`
 	DisplayName string `json:"displayName"`
 	Description string `json:"description,omitempty"`
 }
@@ -67,6 +74,7 @@ const (
 
 // Receipts mark inbound messages with a state.
 type Receipts struct {
+	ID         string   `json:"id,omitempty"`
 	MessageIDs []string `json:"messageIds"`
 	State      string   `json:"state"`
 }

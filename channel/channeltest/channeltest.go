@@ -44,6 +44,12 @@ type Received struct {
 	Receipts     *channel.Receipts
 }
 
+// wireID is the id the bot gave the message ("" when none).
+func (r Received) wireID() string {
+	return channel.Outbound{Text: r.Text, Menu: r.Menu, Question: r.Question, ProofRequest: r.ProofRequest,
+		Profile: r.Profile, Invitation: r.Invitation, Receipts: r.Receipts}.ID()
+}
+
 func (r Received) String() string {
 	switch {
 	case r.Text != nil:
@@ -79,25 +85,47 @@ type Harness struct {
 type Events struct {
 	mu     sync.Mutex
 	byConn map[string][]channel.Event
-	ready  []string // connections that became ready, not yet taken by Ready
+	ids    map[string][]string // the channel's id of each event, by connection
+	ready  []string            // connections that became ready, not yet taken by Ready
 	wake   chan struct{}
+	refuse error // while set, HandleEvent refuses every event with it
 }
 
 // NewEvents returns an empty recorder.
 func NewEvents() *Events {
-	return &Events{byConn: make(map[string][]channel.Event), wake: make(chan struct{})}
+	return &Events{byConn: make(map[string][]channel.Event), ids: make(map[string][]string), wake: make(chan struct{})}
 }
 
-// HandleEvent records e; it never blocks.
-func (r *Events) HandleEvent(_ context.Context, e channel.Event) {
+// Refuse makes HandleEvent refuse every event with err (nil: accept again), as a bot whose
+// store is down does.
+func (r *Events) Refuse(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.refuse = err
+}
+
+// HandleEvent records e and its id, or refuses it (see Refuse); it never blocks.
+func (r *Events) HandleEvent(_ context.Context, id string, e channel.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.refuse != nil {
+		return r.refuse
+	}
 	r.byConn[e.Connection()] = append(r.byConn[e.Connection()], e)
+	r.ids[e.Connection()] = append(r.ids[e.Connection()], id)
 	if _, ok := e.(channel.ConnectionReady); ok {
 		r.ready = append(r.ready, e.Connection())
 	}
 	close(r.wake)
 	r.wake = make(chan struct{})
+	return nil
+}
+
+// IDs returns the ids the channel gave the events of conn so far, in order (taken or not).
+func (r *Events) IDs(conn string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.ids[conn]...)
 }
 
 // Next returns the oldest unread event of conn, waiting until ctx is done.
@@ -207,7 +235,8 @@ func Run(t *testing.T, open func(t *testing.T) Harness) {
 		{"Menu", testMenu},
 		{"Question", testQuestion},
 		{"Profile", testProfile},
-		{"ReadyFirst", testReadyFirst},
+		{"Refused", testRefused},
+		{"IDs", testIDs},
 		{"Proof", testProof},
 		{"InvitationAndReceipts", testInvitationAndReceipts},
 		{"OrderAndIsolation", testOrderAndIsolation},
@@ -322,20 +351,66 @@ func testQuestion(ctx context.Context, t *testing.T, h Harness, ev *Events) {
 
 // testReadyFirst: a wallet that speaks the moment it is connected still has its ConnectionReady
 // delivered first.
-func testReadyFirst(ctx context.Context, t *testing.T, h Harness, ev *Events) {
-	w, err := h.Connect(ctx, anaClaims)
-	if err != nil {
-		t.Fatalf("connect a wallet: %v", err)
+// testRefused: an event the handler does not accept is not acknowledged to the wallet (its send
+// fails, so that it may send again), and the channel goes on delivering afterwards.
+func testRefused(ctx context.Context, t *testing.T, h Harness, ev *Events) {
+	w := connect(ctx, t, h, ev, anaClaims)
+	ev.Refuse(errors.New("inbox unavailable"))
+	if err := w.SendText(ctx, "refused", ""); err == nil {
+		t.Fatal("the wallet's send succeeded although the handler refused the event")
 	}
-	if err := w.SendProfile(ctx, "Ana", "es"); err != nil {
+	ev.Refuse(nil)
+	if err := w.SendText(ctx, "accepted", ""); err != nil {
 		t.Fatal(err)
 	}
-	if e, err := ev.Next(ctx, w.Conn()); err != nil {
-		t.Fatal(err)
-	} else if _, ok := e.(channel.ConnectionReady); !ok {
-		t.Fatalf("first event %T, want ConnectionReady", e)
+	if in := Expect[channel.TextReceived](ctx, t, ev, w.Conn()); in.Content != "accepted" {
+		t.Fatalf("text received %+v, want the one sent after the refusal", in)
 	}
-	Expect[channel.ProfileReceived](ctx, t, ev, w.Conn())
+}
+
+// testIDs: outbound messages travel with the ids the bot gave them, and the handler gets the
+// wire id of inbound messages.
+func testIDs(ctx context.Context, t *testing.T, h Harness, ev *Events) {
+	w := connect(ctx, t, h, ev, anaClaims)
+	const textID, menuID, questionID = "7d3f1c9e-1b2a-4c5d-8e6f-0a1b2c3d4e5f", "0c1d2e3f-4a5b-4c6d-9e7f-8a9b0c1d2e3f", "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9"
+	if _, err := h.Channel.SendText(ctx, w.Conn(), channel.Text{ID: textID, Content: "with an id"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ExpectReceived(ctx, t, w, "text", func(r Received) bool { return r.Text != nil }); got.ID != textID {
+		t.Fatalf("text arrived with id %q, want %q", got.ID, textID)
+	}
+	if ms, ok := h.Channel.(channel.MenuSender); ok {
+		if err := ms.SendMenu(ctx, w.Conn(), channel.Menu{ID: menuID, Title: "Menu", Options: []channel.MenuOption{{ID: "a", Title: "A"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := ExpectReceived(ctx, t, w, "menu", func(r Received) bool { return r.Menu != nil }); got.ID != menuID {
+			t.Fatalf("menu arrived with id %q, want %q", got.ID, menuID)
+		}
+	}
+	if qa, ok := h.Channel.(channel.QuestionAsker); ok {
+		qid, err := qa.AskQuestion(ctx, w.Conn(), channel.Question{ID: questionID, Text: "Submit?", Options: []string{"Yes", "No"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ExpectReceived(ctx, t, w, "question", func(r Received) bool { return r.Question != nil })
+		if qid != questionID {
+			t.Fatalf("AskQuestion returned %q, want the id given %q", qid, questionID)
+		}
+		if err := w.Answer(ctx, got.ID, "No"); err != nil {
+			t.Fatal(err)
+		}
+		if a := Expect[channel.QuestionAnswered](ctx, t, ev, w.Conn()); a.QuestionID != questionID {
+			t.Fatalf("answer names question %q, want %q", a.QuestionID, questionID)
+		}
+	}
+	if err := w.SendText(ctx, "inbound", ""); err != nil {
+		t.Fatal(err)
+	}
+	in := Expect[channel.TextReceived](ctx, t, ev, w.Conn())
+	ids := ev.IDs(w.Conn())
+	if in.MessageID == "" || ids[len(ids)-1] != in.MessageID {
+		t.Fatalf("handler got id %q for a text whose message id is %q", ids[len(ids)-1], in.MessageID)
+	}
 }
 
 func testProfile(ctx context.Context, t *testing.T, h Harness, ev *Events) {
@@ -374,7 +449,7 @@ func testProof(ctx context.Context, t *testing.T, h Harness, ev *Events) {
 		t.Fatal(err)
 	}
 	res := Expect[channel.PresentationResult](ctx, t, ev, w.Conn())
-	if res.RequestID != rid || res.Outcome != channel.Verified {
+	if (res.RequestID != rid && res.RequestID != "") || res.Outcome != channel.Verified {
 		t.Fatalf("result %+v, want verified for request %s", res, rid)
 	}
 	for k, v := range anaClaims {
@@ -391,7 +466,7 @@ func testProof(ctx context.Context, t *testing.T, h Harness, ev *Events) {
 	if err := w.Decline(ctx, got.ID); err != nil {
 		t.Fatal(err)
 	}
-	if res := Expect[channel.PresentationResult](ctx, t, ev, w.Conn()); res.RequestID != rid || res.Outcome != channel.Declined || len(res.Claims) != 0 {
+	if res := Expect[channel.PresentationResult](ctx, t, ev, w.Conn()); (res.RequestID != rid && res.RequestID != "") || res.Outcome != channel.Declined || len(res.Claims) != 0 {
 		t.Fatalf("declined: %+v", res)
 	}
 }

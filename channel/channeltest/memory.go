@@ -44,7 +44,8 @@ func (m *Memory) Run(ctx context.Context, h channel.Handler) error {
 	return nil
 }
 
-// deliver hands an event to the bot's handler, in the calling wallet's order.
+// deliver hands an event to the bot's handler, in the calling wallet's order, and returns the
+// handler's error (the event was not accepted: a real wallet would send it again).
 func (m *Memory) deliver(ctx context.Context, e channel.Event) error {
 	select {
 	case <-m.ready:
@@ -57,7 +58,18 @@ func (m *Memory) deliver(ctx context.Context, e channel.Event) error {
 	if h == nil {
 		return fmt.Errorf("memory channel stopped")
 	}
-	h.HandleEvent(hctx, e)
+	id := ""
+	switch e := e.(type) {
+	case channel.TextReceived:
+		id = e.MessageID
+	case channel.MenuSelected:
+		id = e.MessageID
+	case channel.QuestionAnswered:
+		id = e.MessageID
+	}
+	if err := h.HandleEvent(hctx, id, e); err != nil {
+		return fmt.Errorf("memory channel: event not accepted: %w", err)
+	}
 	return nil
 }
 
@@ -85,7 +97,10 @@ func (m *Memory) send(conn string, r Received) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r.ID = m.id("msg")
+	r.ID = r.wireID()
+	if r.ID == "" {
+		r.ID = m.id("msg")
+	}
 	w.inbox.Push(r)
 	return r.ID, nil
 }

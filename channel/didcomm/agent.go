@@ -44,11 +44,12 @@ type agentConfig struct {
 	Logger       *slog.Logger
 }
 
-// inboundFunc receives a message addressed to this agent, with the connection it came on.
-type inboundFunc func(ctx context.Context, connID string, msg service.DIDCommMsgMap)
+// inboundFunc receives a message addressed to this agent, with the connection it came on. An
+// error means the message was not accepted: its envelope is answered 503.
+type inboundFunc func(ctx context.Context, connID string, msg service.DIDCommMsgMap) error
 
 // connectionFunc is told when a connection completes (ready for chat).
-type connectionFunc func(ctx context.Context, connID, theirLabel string)
+type connectionFunc func(ctx context.Context, connID, theirLabel string) error
 
 // agent is one aries-framework-go instance, and the only place that touches afgo's clients.
 type agent struct {
@@ -204,7 +205,10 @@ func (a *agent) run(ctx context.Context, onInbound inboundFunc, onConnection con
 			}
 			a.remember(rec)
 			a.log.InfoContext(ctx, "didcomm connection completed", "connection", rec.ConnectionID, "their_label", rec.TheirLabel)
-			onConnection(ctx, rec.ConnectionID, rec.TheirLabel)
+			if err := onConnection(ctx, rec.ConnectionID, rec.TheirLabel); err != nil {
+				// The connection's first message tells the bot about it instead.
+				a.log.WarnContext(ctx, "didcomm connection completed but not reported", "connection", rec.ConnectionID, "err", err)
+			}
 		}
 	}
 }
@@ -332,8 +336,7 @@ func (s *messageService) HandleInbound(msg service.DIDCommMsg, dc service.DIDCom
 			return "", err
 		}
 	}
-	fn(ctx, connID, m)
-	return "", nil
+	return "", fn(ctx, connID, m)
 }
 
 func errUnknownConnection(connID string, err error) error {

@@ -16,10 +16,11 @@ type echoBot struct {
 	events chan channel.TextReceived
 }
 
-func (h *echoBot) HandleEvent(_ context.Context, e channel.Event) {
+func (h *echoBot) HandleEvent(_ context.Context, _ string, e channel.Event) error {
 	if t, ok := e.(channel.TextReceived); ok {
 		h.events <- t
 	}
+	return nil
 }
 
 func (h *echoBot) run(ctx context.Context) {

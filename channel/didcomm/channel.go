@@ -53,10 +53,6 @@ type Channel struct {
 	mu      sync.Mutex
 	handler channel.Handler
 	runCtx  context.Context
-
-	// ready holds the connections whose ConnectionReady was delivered, so that it comes once per
-	// run and before any other event of the connection.
-	ready sync.Map
 }
 
 // Open builds the agent on cfg.Records. It does not start delivering events: mount it, then Run.
@@ -120,73 +116,65 @@ func (c *Channel) Run(ctx context.Context, h channel.Handler) error {
 		c.handler = nil
 		c.mu.Unlock()
 	}()
-	return c.a.run(ctx, c.inbound, func(ctx context.Context, connID, label string) {
-		if _, done := c.ready.LoadOrStore(connID, true); !done {
-			c.emit(ctx, channel.ConnectionReady{Conn: connID, Label: label})
-		}
+	return c.a.run(ctx, c.inbound, func(ctx context.Context, connID, label string) error {
+		return c.emit(ctx, "", channel.ConnectionReady{Conn: connID, Label: label})
 	})
 }
 
-// readyFirst makes ConnectionReady the first event of a connection in this run. A wallet may
-// send as soon as its side of DID exchange completes, before afgo has completed (and reported)
-// the bot's side; the ready event is then delivered here, and not again when afgo reports it.
-// After a restart, a connection's first message brings it again (the contract allows that).
-func (c *Channel) readyFirst(ctx context.Context, connID string) {
-	if _, done := c.ready.Load(connID); done {
-		return
-	}
-	label := ""
-	if rec, err := c.a.lookup.GetConnectionRecord(connID); err == nil {
-		label = rec.TheirLabel
-	}
-	if _, done := c.ready.LoadOrStore(connID, true); !done {
-		c.emit(ctx, channel.ConnectionReady{Conn: connID, Label: label})
-	}
-}
+// errNotRunning: an event arrived while Run is not delivering.
+var errNotRunning = errors.New("didcomm: channel not running")
 
-func (c *Channel) emit(ctx context.Context, e channel.Event) {
+// emit hands e (whose DIDComm message id is id) to the handler and returns its error: the
+// envelope is then answered 503, not acknowledged.
+func (c *Channel) emit(ctx context.Context, id string, e channel.Event) error {
 	c.mu.Lock()
 	h := c.handler
 	c.mu.Unlock()
-	if h != nil {
-		h.HandleEvent(ctx, e)
+	if h == nil {
+		return errNotRunning
 	}
+	if err := h.HandleEvent(ctx, id, e); err != nil {
+		return fmt.Errorf("%w: %w", errNotAccepted, err)
+	}
+	return nil
 }
 
-// inbound turns a DIDComm message into an event, or answers protocol chores itself.
-func (c *Channel) inbound(ctx context.Context, connID string, m service.DIDCommMsgMap) {
-	c.readyFirst(ctx, connID)
+// inbound turns a DIDComm message into an event, or answers protocol chores itself. Its error
+// (the bot did not accept the event) makes the envelope be answered 503.
+func (c *Channel) inbound(ctx context.Context, connID string, m service.DIDCommMsgMap) error {
 	typ := normalizeType(m.Type())
 	raw, err := json.Marshal(m)
 	if err != nil {
-		return
+		return nil
 	}
-	reply := replyTo(m)
+	reply, id := replyTo(m), m.ID()
 	switch typ {
 	case typeBasicMessage:
 		var b basicMessage
 		if c.decode(ctx, connID, typ, raw, &b) {
 			t, _ := time.Parse(time.RFC3339Nano, b.SentTime)
-			c.emit(ctx, channel.TextReceived{Conn: connID, MessageID: m.ID(), ReplyTo: reply, Content: b.Content, SentAt: t})
+			return c.emit(ctx, id, channel.TextReceived{Conn: connID, MessageID: m.ID(), ReplyTo: reply, Content: b.Content, SentAt: t})
 		}
 	case typeMenuRequest:
-		c.emit(ctx, channel.MenuRequested{Conn: connID})
+		return c.emit(ctx, id, channel.MenuRequested{Conn: connID})
 	case typePerform:
 		var p performMessage
 		if c.decode(ctx, connID, typ, raw, &p) {
-			c.emit(ctx, channel.MenuSelected{Conn: connID, MessageID: m.ID(), OptionID: p.Name})
+			return c.emit(ctx, id, channel.MenuSelected{Conn: connID, MessageID: m.ID(), OptionID: p.Name})
 		}
 	case typeAnswer:
 		var a answerMessage
 		if c.decode(ctx, connID, typ, raw, &a) {
 			thid, _ := m.ThreadID()
-			c.emit(ctx, channel.QuestionAnswered{Conn: connID, MessageID: m.ID(), QuestionID: thid, Response: a.Response})
+			return c.emit(ctx, id, channel.QuestionAnswered{Conn: connID, MessageID: m.ID(), QuestionID: thid, Response: a.Response})
 		}
 	case typeProfile:
 		var p profileMessage
 		if c.decode(ctx, connID, typ, raw, &p) {
-			c.emit(ctx, channel.ProfileReceived{Conn: connID, DisplayName: p.Profile.DisplayName,
-				Description: p.Profile.Description, PreferredLanguage: p.Profile.PreferredLanguage})
+			if err := c.emit(ctx, id, channel.ProfileReceived{Conn: connID, DisplayName: p.Profile.DisplayName,
+				Description: p.Profile.Description, PreferredLanguage: p.Profile.PreferredLanguage}); err != nil {
+				return err
+			}
 			if p.SendBackYour {
 				c.sendProfile(ctx, connID, m.ID())
 			}
@@ -203,13 +191,18 @@ func (c *Channel) inbound(ctx context.Context, connID string, m service.DIDCommM
 		}
 	case typePresentation, typePresentationProblem:
 		if e, ok := c.proofs.inbound(ctx, connID, typ, m, raw); ok {
-			c.emit(ctx, e)
+			if err := c.emit(ctx, id, e); err != nil {
+				return err
+			}
+			thid, _ := m.ThreadID()
+			c.proofs.forget(ctx, thid)
 		}
 	case typeReceipts, typeRequestReceipt, typePingResponse, typePresentationAck:
 		c.log.DebugContext(ctx, "didcomm message", "connection", connID, "type", typ)
 	default:
 		c.log.InfoContext(ctx, "didcomm message of an unsupported type ignored", "connection", connID, "type", typ)
 	}
+	return nil
 }
 
 // decode reads a message body, logging (without content) when it is malformed.
@@ -243,7 +236,7 @@ func (c *Channel) sendProfile(ctx context.Context, connID, thid string) {
 
 // SendText implements channel.Channel.
 func (c *Channel) SendText(_ context.Context, conn string, t channel.Text) (string, error) {
-	msg := basicMessage{header: header{Type: typeBasicMessage, ID: uuid.NewString()}, SentTime: sentTime(c.now()), Content: t.Content}
+	msg := basicMessage{header: header{Type: typeBasicMessage, ID: idOr(t.ID)}, SentTime: sentTime(c.now()), Content: t.Content}
 	if t.ReplyTo != "" {
 		msg.Thread = &thread{PThID: t.ReplyTo}
 	}
@@ -252,7 +245,7 @@ func (c *Channel) SendText(_ context.Context, conn string, t channel.Text) (stri
 
 // SendMenu implements channel.MenuSender.
 func (c *Channel) SendMenu(_ context.Context, conn string, m channel.Menu) error {
-	msg := menuMessage{header: header{Type: typeMenu, ID: uuid.NewString()}, Title: m.Title, Description: m.Description,
+	msg := menuMessage{header: header{Type: typeMenu, ID: idOr(m.ID)}, Title: m.Title, Description: m.Description,
 		Options: make([]menuOption, len(m.Options))}
 	for i, o := range m.Options {
 		msg.Options[i] = menuOption{Name: o.ID, Title: o.Title, Description: o.Description, Disabled: o.Disabled}
@@ -262,7 +255,7 @@ func (c *Channel) SendMenu(_ context.Context, conn string, m channel.Menu) error
 
 // AskQuestion implements channel.QuestionAsker; the question's id is its thread.
 func (c *Channel) AskQuestion(_ context.Context, conn string, q channel.Question) (string, error) {
-	msg := questionMessage{header: header{Type: typeQuestion, ID: uuid.NewString()}, QuestionText: q.Text,
+	msg := questionMessage{header: header{Type: typeQuestion, ID: idOr(q.ID)}, QuestionText: q.Text,
 		QuestionDetail: q.Detail, Nonce: uuid.NewString(), ValidResponses: make([]validResponse, len(q.Options))}
 	for i, o := range q.Options {
 		msg.ValidResponses[i] = validResponse{Text: o}
@@ -272,13 +265,13 @@ func (c *Channel) AskQuestion(_ context.Context, conn string, q channel.Question
 
 // SendProfile implements channel.ProfileSender.
 func (c *Channel) SendProfile(_ context.Context, conn string, p channel.Profile) error {
-	return c.a.send(conn, profileMessage{header: header{Type: typeProfile, ID: uuid.NewString()},
+	return c.a.send(conn, profileMessage{header: header{Type: typeProfile, ID: idOr(p.ID)},
 		Profile: profile{DisplayName: p.DisplayName, Description: p.Description}})
 }
 
 // SendInvitation implements channel.InvitationSender with an in-band out-of-band 1.1 invitation.
 func (c *Channel) SendInvitation(_ context.Context, conn string, inv channel.Invitation) error {
-	msg := oobInvitation{header: header{Type: typeOOBInvitation11, ID: uuid.NewString()}, Label: inv.Label,
+	msg := oobInvitation{header: header{Type: typeOOBInvitation11, ID: idOr(inv.ID)}, Label: inv.Label,
 		HandshakeProtocols: []string{"https://didcomm.org/didexchange/1.0"}}
 	switch {
 	case inv.URL != "":
@@ -298,7 +291,7 @@ func (c *Channel) SendInvitation(_ context.Context, conn string, inv channel.Inv
 
 // SendReceipts implements channel.ReceiptSender.
 func (c *Channel) SendReceipts(_ context.Context, conn string, r channel.Receipts) error {
-	msg := receiptsMessage{header: header{Type: typeReceipts, ID: uuid.NewString()}}
+	msg := receiptsMessage{header: header{Type: typeReceipts, ID: idOr(r.ID)}}
 	for _, id := range r.MessageIDs {
 		msg.Receipts = append(msg.Receipts, receipt{MessageID: id, State: r.State, Timestamp: c.now().Unix()})
 	}
@@ -309,6 +302,14 @@ func (c *Channel) SendReceipts(_ context.Context, conn string, r channel.Receipt
 // definition built from r.
 func (c *Channel) RequestProof(ctx context.Context, conn string, r channel.ProofRequest) (string, error) {
 	return c.proofs.request(ctx, conn, r)
+}
+
+// idOr is id, or a fresh one when empty.
+func idOr(id string) string {
+	if id == "" {
+		return uuid.NewString()
+	}
+	return id
 }
 
 func firstNonEmpty(vals ...string) string {

@@ -12,7 +12,10 @@ import (
 // eventChan is a channel.Handler that hands every event to the test in order.
 type eventChan chan channel.Event
 
-func (c eventChan) HandleEvent(_ context.Context, e channel.Event) { c <- e }
+func (c eventChan) HandleEvent(_ context.Context, _ string, e channel.Event) error {
+	c <- e
+	return nil
+}
 
 func expectEvent[E channel.Event](ctx context.Context, t *testing.T, c eventChan) E {
 	t.Helper()

@@ -125,14 +125,21 @@ func (p *proofs) request(ctx context.Context, conn string, r channel.ProofReques
 	if err != nil {
 		return "", fmt.Errorf("didcomm: request proof: %w", err)
 	}
+	id := r.ID
+	if id == "" {
+		id = uuid.NewString()
+	}
 	pend := pendingProof{Conn: conn, Challenge: uuid.NewString(), Domain: p.domain(), Policy: pol, Created: p.now()}
+	if prev, ok := p.pending(ctx, conn, id); ok {
+		pend = prev // the same request sent again (after a crash): the same challenge
+	}
 	var req peRequest
 	req.Options.Challenge, req.Options.Domain, req.Definition = pend.Challenge, pend.Domain, def
 	body, err := json.Marshal(req)
 	if err != nil {
 		return "", err
 	}
-	msg := requestPresentation{header: header{Type: typeRequestPresentation, ID: uuid.NewString()}, Comment: r.Purpose, WillConfirm: true,
+	msg := requestPresentation{header: header{Type: typeRequestPresentation, ID: id}, Comment: r.Purpose, WillConfirm: true,
 		Formats: []attachFormat{{AttachID: "definition", Format: formatPEDefinition}},
 		Attach:  []attachment{{ID: "definition", MimeType: "application/json", Data: attachData{JSON: body}}}}
 	rec, err := json.Marshal(pend)
@@ -149,20 +156,26 @@ func (p *proofs) request(ctx context.Context, conn string, r channel.ProofReques
 	return msg.ID, nil
 }
 
-// take loads and forgets the pending request thid of conn.
-func (p *proofs) take(ctx context.Context, conn, thid string) (pendingProof, bool) {
+// pending loads the pending request thid of conn, if there is one (another connection may not
+// answer it).
+func (p *proofs) pending(ctx context.Context, conn, thid string) (pendingProof, bool) {
 	r, err := p.a.cfg.Records.GetRecord(ctx, p.ns, thid)
 	if err != nil {
 		return pendingProof{}, false
 	}
 	var pend pendingProof
 	if json.Unmarshal(r.Value, &pend) != nil || pend.Conn != conn {
-		return pendingProof{}, false // another connection may not answer this request
+		return pendingProof{}, false
 	}
+	return pend, true
+}
+
+// forget drops the pending request thid once its outcome was accepted by the bot (until then,
+// a presentation sent again is checked again).
+func (p *proofs) forget(ctx context.Context, thid string) {
 	if err := p.a.cfg.Records.DeleteRecord(ctx, p.ns, thid); err != nil {
 		p.log.WarnContext(ctx, "didcomm forget proof request", "request", thid, "err", err)
 	}
-	return pend, true
 }
 
 // inbound handles a presentation or a problem report for one of our requests, and returns the
@@ -175,7 +188,7 @@ func (p *proofs) inbound(ctx context.Context, conn string, typ string, m service
 		if json.Unmarshal(raw, &pr) != nil {
 			return nil, false
 		}
-		if _, ok := p.take(ctx, conn, thid); !ok {
+		if _, ok := p.pending(ctx, conn, thid); !ok {
 			return nil, false
 		}
 		res := channel.PresentationResult{Conn: conn, RequestID: thid, Outcome: channel.Declined, Reason: "declined: " + pr.Description.Code}
@@ -184,7 +197,7 @@ func (p *proofs) inbound(ctx context.Context, conn string, typ string, m service
 		}
 		return res, true
 	case typePresentation:
-		pend, ok := p.take(ctx, conn, thid)
+		pend, ok := p.pending(ctx, conn, thid)
 		if !ok {
 			p.log.WarnContext(ctx, "didcomm presentation for no pending request", "connection", conn, "thread", thid)
 			return nil, false

@@ -17,6 +17,9 @@ import (
 // DefaultMaxBodyBytes is the largest inbound envelope accepted unless configured otherwise.
 const DefaultMaxBodyBytes = 1 << 20
 
+// errNotAccepted: the bot did not accept an inbound event (see channel.Handler).
+var errNotAccepted = errors.New("didcomm: event not accepted")
+
 // inboundTransport receives envelopes on packbot's own HTTP server (afgo's HTTP transport
 // opens its own listener and exits the process when the port is taken). It is an afgo
 // InboundTransport whose ServeHTTP is mounted on the bot's mux: Start gives it the framework's
@@ -100,6 +103,12 @@ func (t *inboundTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := (*p).InboundMessageHandler()(env); err != nil {
+		if errors.Is(err, errNotAccepted) || errors.Is(err, errNotRunning) {
+			// The bot could not commit the event (its store is unreachable): not acknowledged.
+			t.log.WarnContext(r.Context(), "didcomm inbound message not accepted", "err", err)
+			http.Error(w, "message not accepted; send it again", http.StatusServiceUnavailable)
+			return
+		}
 		t.log.WarnContext(r.Context(), "didcomm inbound message not handled", "err", err)
 		http.Error(w, "message not handled", http.StatusBadRequest)
 		return

@@ -112,12 +112,14 @@ func (w *Wallet) Close() error { return w.a.close() }
 
 // Run delivers what reaches the wallet to fn until ctx is done.
 func (w *Wallet) Run(ctx context.Context, fn func(context.Context, WalletEvent)) error {
-	return w.a.run(ctx, func(ctx context.Context, conn string, m service.DIDCommMsgMap) {
+	return w.a.run(ctx, func(ctx context.Context, conn string, m service.DIDCommMsgMap) error {
 		if e, ok := w.inbound(ctx, conn, m); ok {
 			fn(ctx, e)
 		}
-	}, func(ctx context.Context, conn, label string) {
+		return nil
+	}, func(ctx context.Context, conn, label string) error {
 		fn(ctx, WalletEvent{Conn: conn, Connected: true, Label: label})
+		return nil
 	})
 }
 

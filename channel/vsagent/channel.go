@@ -70,9 +70,6 @@ type Channel struct {
 	running chan struct{}   // closed when Run starts delivering
 
 	locks connLocks // one delivery at a time per connection
-	// ready holds the connections whose ConnectionReady was delivered in this run: the VS Agent
-	// may post a message (a profile) before "completed", and the contract wants it first.
-	ready sync.Map
 }
 
 // New returns a channel for the VS Agent at cfg.AdminURL. It does no I/O.
@@ -172,29 +169,21 @@ func (c *Channel) stopped() bool { return c.state.Load() == stateStopped }
 // accepting reports whether Run is delivering events.
 func (c *Channel) accepting() bool { return c.state.Load() == stateRunning }
 
-// deliver hands e to the handler, after the earlier events of its connection. It reports false
-// when Run is not delivering (not started, or returned).
-func (c *Channel) deliver(e channel.Event) bool {
+// deliver hands e to the handler, after the earlier events of its connection, and returns the
+// handler's error (the event was not accepted). It returns errNotRunning when Run is not
+// delivering (not started, or returned).
+func (c *Channel) deliver(id string, e channel.Event) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.state.Load() != stateRunning {
-		return false
+		return errNotRunning
 	}
 	unlock := c.locks.lock(e.Connection())
 	defer unlock()
-	if _, done := c.ready.LoadOrStore(e.Connection(), true); !done {
-		if _, isReady := e.(channel.ConnectionReady); !isReady {
-			c.handler.HandleEvent(c.runCtx, channel.ConnectionReady{Conn: e.Connection()})
-		}
-	} else if _, isReady := e.(channel.ConnectionReady); isReady {
-		return true // already reported in this run
-	}
-	if closed, ok := e.(channel.ConnectionClosed); ok {
-		c.ready.Delete(closed.Conn)
-	}
-	c.handler.HandleEvent(c.runCtx, e)
-	return true
+	return c.handler.HandleEvent(c.runCtx, id, e)
 }
+
+var errNotRunning = errors.New("vsagent: channel not running")
 
 // connLocks serialises deliveries per connection without growing with the number of
 // connections ever seen: an entry lives only while a delivery holds or waits for it.

@@ -47,7 +47,9 @@ const maxConnIDBytes = 256
 // decoded is a valid webhook. Event is nil when it carries nothing for the bot; Note then says
 // why, and Unsupported tells a type this channel does not know from one it deliberately ignores.
 type decoded struct {
-	Event       channel.Event
+	Event channel.Event
+	// ID is the VS Agent's id of the message ("" for a connection state change).
+	ID          string
 	Type        string // message type, or the webhook's own type; safe to log
 	Conn        string
 	Note        string // safe to log
@@ -105,7 +107,7 @@ func decodeMessageReceived(body []byte) (decoded, error) {
 	if err := checkConn(h.ConnectionID); err != nil {
 		return decoded{}, err
 	}
-	d := decoded{Type: safe(h.Type), Conn: h.ConnectionID}
+	d := decoded{Type: safe(h.Type), Conn: h.ConnectionID, ID: h.ID}
 	conn := h.ConnectionID
 	switch h.Type {
 	case typeText:
@@ -202,12 +204,13 @@ func decodeAnswer(raw json.RawMessage, conn, id, threadID string) (channel.Event
 // decodeProofSubmit decodes an "identity-proof-submit". Anything but a well-formed
 // submission whose every item says exactly `"verified": true` and carries no errorCode is not
 // Verified. Malformed items still make a result (VerificationFailed), so that the bot learns
-// the request ended; only a submission without a request id (threadId) is rejected.
+// the request ended; only a submission without a request id (threadId) is rejected. RequestID
+// stays empty: the threadId is the VS Agent's name for the exchange, not the bot's request id.
 func decodeProofSubmit(raw json.RawMessage, conn, threadID string) (channel.Event, error) {
 	if threadID == "" {
 		return nil, bad("proof submission has no threadId")
 	}
-	res := channel.PresentationResult{Conn: conn, RequestID: threadID}
+	res := channel.PresentationResult{Conn: conn}
 	var m struct {
 		Items json.RawMessage `json:"submittedProofItems"`
 	}

@@ -36,7 +36,7 @@ func Example() {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- vs.Run(ctx, channel.HandlerFunc(func(_ context.Context, e channel.Event) { events <- e }))
+		done <- vs.Run(ctx, channel.HandlerFunc(func(_ context.Context, _ string, e channel.Event) error { events <- e; return nil }))
 	}()
 
 	// The VS Agent posts a webhook (one that arrives before Run waits for it).
@@ -48,12 +48,12 @@ func Example() {
 		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/message-received", strings.NewReader(webhook)))
 		answered <- rec.Code
 	}()
-	<-events // the connection's ConnectionReady comes first
 	in := (<-events).(channel.TextReceived)
 	fmt.Println("webhook answered", <-answered)
 	fmt.Printf("%s says %q\n", in.Conn, in.Content)
 
-	id, err := vs.SendText(ctx, in.Conn, channel.Text{Content: "hi!", ReplyTo: in.MessageID})
+	// The bot names its messages, so that one sent again after a crash is recognisable.
+	id, err := vs.SendText(ctx, in.Conn, channel.Text{ID: "2d5c3f0e-0000-4000-8000-000000000001", Content: "hi!", ReplyTo: in.MessageID})
 	fmt.Println("sent", id, err)
 
 	stop()

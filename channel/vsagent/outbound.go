@@ -121,23 +121,28 @@ func refused(typ, why string) error {
 	return fmt.Errorf("vsagent: %s message: %s: %w", typ, why, channel.ErrRefused)
 }
 
-// newHeader stamps a message for conn with a fresh id.
-func (c *Channel) newHeader(typ, conn, threadID string) header {
-	return header{Type: typ, ID: newUUID(), ConnectionID: conn, Timestamp: c.now().UTC().Format(timestampLayout), ThreadID: threadID}
+// newHeader stamps a message for conn with the bot's id for it (a fresh one when empty).
+func (c *Channel) newHeader(typ, conn, threadID, id string) header {
+	if id == "" {
+		id = newUUID()
+	}
+	return header{Type: typ, ID: id, ConnectionID: conn, Timestamp: c.now().UTC().Format(timestampLayout), ThreadID: threadID}
 }
 
-// SendText posts a "text" message (ReplyTo becomes its threadId) and returns the id the VS Agent
-// answers.
+// SendText posts a "text" message (ReplyTo becomes its threadId) and returns its id.
 func (c *Channel) SendText(ctx context.Context, conn string, t channel.Text) (string, error) {
-	m := textMessage{header: c.newHeader(typeText, conn, t.ReplyTo), Content: t.Content}
-	return c.post(ctx, m.header, m)
+	m := textMessage{header: c.newHeader(typeText, conn, t.ReplyTo, t.ID), Content: t.Content}
+	if _, err := c.post(ctx, m.header, m); err != nil {
+		return "", err
+	}
+	return m.ID, nil
 }
 
 // SendMenu posts a "contextual-menu-update" replacing the connection's contextual menu. The VS
 // Agent cannot show an option as disabled, so disabled options are left out; option ids must be
 // unique and not empty.
 func (c *Channel) SendMenu(ctx context.Context, conn string, menu channel.Menu) error {
-	m := menuUpdateMessage{header: c.newHeader(typeMenuUpdate, conn, ""), Title: menu.Title, Description: menu.Description,
+	m := menuUpdateMessage{header: c.newHeader(typeMenuUpdate, conn, "", menu.ID), Title: menu.Title, Description: menu.Description,
 		Options: make([]menuOptionWire, 0, len(menu.Options))}
 	seen := make(map[string]bool, len(menu.Options))
 	for _, o := range menu.Options {
@@ -166,7 +171,7 @@ func (c *Channel) AskQuestion(ctx context.Context, conn string, q channel.Questi
 	if len(q.Options) == 0 {
 		return "", refused(typeMenuDisplay, "question without options")
 	}
-	m := menuDisplayMessage{header: c.newHeader(typeMenuDisplay, conn, ""), Prompt: q.Text, MenuItems: make([]menuItemWire, 0, len(q.Options))}
+	m := menuDisplayMessage{header: c.newHeader(typeMenuDisplay, conn, "", q.ID), Prompt: q.Text, MenuItems: make([]menuItemWire, 0, len(q.Options))}
 	if q.Detail != "" {
 		m.Prompt += detailSeparator + q.Detail
 	}
@@ -196,13 +201,14 @@ func (c *Channel) AskQuestion(ctx context.Context, conn string, q channel.Questi
 // RequestProof posts an "identity-proof-request" for one AnonCreds credential of
 // r.CredentialDefinitionID revealing r.Attributes (all of its attributes when empty); r.Purpose
 // becomes the item's description. It returns the id the VS Agent answers, which is the threadId
-// of the "identity-proof-submit" that reports the outcome. W3C fields (CredentialType, Issuers,
+// of the "identity-proof-submit" that reports the outcome (the VS Agent names the proof exchange
+// itself: the bot's id cannot come back, so results carry no RequestID). W3C fields (CredentialType, Issuers,
 // Formats) have no equivalent here and are ignored.
 func (c *Channel) RequestProof(ctx context.Context, conn string, r channel.ProofRequest) (string, error) {
 	if r.CredentialDefinitionID == "" {
 		return "", refused(typeProofRequest, "a VS Agent proof request needs a credential definition id")
 	}
-	m := proofRequestMessage{header: c.newHeader(typeProofRequest, conn, ""), RequestedProofItems: []requestedProofItem{{
+	m := proofRequestMessage{header: c.newHeader(typeProofRequest, conn, "", r.ID), RequestedProofItems: []requestedProofItem{{
 		ID: "1", Type: proofItemTypeVC, CredentialDefinitionID: r.CredentialDefinitionID, Attributes: r.Attributes, Description: r.Purpose,
 	}}}
 	return c.post(ctx, m.header, m)
@@ -214,7 +220,7 @@ func (c *Channel) SendInvitation(ctx context.Context, conn string, inv channel.I
 	if inv.DID == "" {
 		return refused(typeInvitation, "a VS Agent invitation needs a DID")
 	}
-	m := invitationMessage{header: c.newHeader(typeInvitation, conn, ""), DID: inv.DID, Label: inv.Label}
+	m := invitationMessage{header: c.newHeader(typeInvitation, conn, "", inv.ID), DID: inv.DID, Label: inv.Label}
 	_, err := c.post(ctx, m.header, m)
 	return err
 }
@@ -228,7 +234,7 @@ func (c *Channel) SendReceipts(ctx context.Context, conn string, r channel.Recei
 	if len(r.MessageIDs) == 0 {
 		return refused(typeReceipts, "no message ids")
 	}
-	m := receiptsMessage{header: c.newHeader(typeReceipts, conn, ""), Receipts: make([]receiptWire, len(r.MessageIDs))}
+	m := receiptsMessage{header: c.newHeader(typeReceipts, conn, "", r.ID), Receipts: make([]receiptWire, len(r.MessageIDs))}
 	for i, id := range r.MessageIDs {
 		m.Receipts[i] = receiptWire{MessageID: id, State: r.State, Timestamp: m.Timestamp}
 	}

@@ -128,8 +128,8 @@ func TestSendIDs(t *testing.T) {
 		fmt.Fprint(w, `{"id":"renamed-by-the-vs-agent"}`)
 		return true
 	}
-	if id, err := f.ch.SendText(ctx, "c1", channel.Text{Content: "c"}); err != nil || id != "renamed-by-the-vs-agent" {
-		t.Errorf("SendText = %q, %v; want the id the VS Agent answered", id, err)
+	if id, err := f.ch.SendText(ctx, "c1", channel.Text{ID: "bot-id", Content: "c"}); err != nil || id != "bot-id" {
+		t.Errorf("SendText = %q, %v; want the bot's id, whatever the VS Agent answers", id, err)
 	}
 	qid, err := f.ch.AskQuestion(ctx, "c1", channel.Question{Text: "?", Options: []string{"Yes"}})
 	if err != nil {
@@ -245,7 +245,7 @@ func TestSendErrors(t *testing.T) {
 		}
 		rctx, stop := context.WithCancel(ctx)
 		stop()
-		if err := f.ch.Run(rctx, channel.HandlerFunc(func(context.Context, channel.Event) {})); err != nil {
+		if err := f.ch.Run(rctx, channel.HandlerFunc(func(context.Context, string, channel.Event) error { return nil })); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.ch.SendText(ctx, "c1", channel.Text{Content: "x"}); !errors.Is(err, ErrClosed) {

@@ -15,15 +15,17 @@ import (
 // POST /connection-state-updated and POST /message-state-updated. Other methods on those paths
 // are answered 405. Mount the mux under the path the VS Agent's EVENTS_BASE_URL names.
 //
-// Each webhook is answered as soon as its event is handed to the handler:
+// Each webhook is answered as soon as the handler has accepted its event (committed it to the
+// bot's inbox):
 //   - 200: delivered, or valid but nothing for the bot (other connection states, message states,
 //     receipts, and message types this channel does not support, which are logged: the VS Agent
 //     never retries, so a 4xx would only hide them from its own logs as well);
 //   - 400: malformed JSON, a missing connectionId or a missing required field (the reason is
 //     logged and answered; it never quotes the body);
 //   - 405: not a POST; 413: body over [Config.MaxBodyBytes];
-//   - 503: Run has returned, or did not start within [StartWait] of the webhook's arrival (a
-//     webhook that arrives between Mount and Run waits for Run: the VS Agent never retries).
+//   - 503: the handler did not accept the event (the bot's store is unreachable); Run has
+//     returned, or did not start within [StartWait] of the webhook's arrival (a webhook that
+//     arrives between Mount and Run waits for Run: the VS Agent never retries).
 func (c *Channel) Mount(mux *http.ServeMux) {
 	for _, route := range []string{routeMessageReceived, routeConnectionState, routeMessageState} {
 		h := c.webhook(route)
@@ -69,8 +71,13 @@ func (c *Channel) webhook(route string) http.HandlerFunc {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
-		if !c.deliver(d.Event) { // Run returned meanwhile
-			c.reject(ctx, w, r, route, http.StatusServiceUnavailable, "channel not running")
+		if err := c.deliver(d.ID, d.Event); err != nil { // Run returned meanwhile, or the bot could not accept it
+			reason := "channel not running"
+			if !errors.Is(err, errNotRunning) {
+				reason = "event not accepted"
+				c.log.WarnContext(ctx, "webhook event not accepted", "route", route, "type", d.Type, "err", err)
+			}
+			c.reject(ctx, w, r, route, http.StatusServiceUnavailable, reason)
 			return
 		}
 		c.log.DebugContext(ctx, "webhook", "route", route, "type", d.Type, "conn", d.Conn, "bytes", len(body))

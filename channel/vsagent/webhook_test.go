@@ -2,6 +2,7 @@ package vsagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,10 +33,11 @@ type recorder struct {
 	events []channel.Event
 }
 
-func (r *recorder) HandleEvent(_ context.Context, e channel.Event) {
+func (r *recorder) HandleEvent(_ context.Context, _ string, e channel.Event) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
+	return nil
 }
 
 func (r *recorder) take() []channel.Event {
@@ -62,7 +64,7 @@ func (f *fixture) runWith(t *testing.T, h channel.Handler) {
 
 // TestWebhookEvents drives every documented webhook through HTTP and checks the event the
 // handler got, synchronously: the webhook is answered after the handler returned.
-// Each case runs on a fresh channel: the first event of a connection is its ConnectionReady.
+// The channel keeps no per-connection state: each webhook makes exactly its own event.
 func TestWebhookEvents(t *testing.T) {
 	for _, tc := range inboundCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,9 +77,6 @@ func TestWebhookEvents(t *testing.T) {
 			got := rec.take()
 			var want []channel.Event
 			if tc.want != nil {
-				if _, isReady := tc.want.(channel.ConnectionReady); !isReady {
-					want = append(want, channel.ConnectionReady{Conn: tc.want.Connection()})
-				}
 				want = append(want, tc.want)
 			}
 			if !reflect.DeepEqual(got, want) {
@@ -87,29 +86,35 @@ func TestWebhookEvents(t *testing.T) {
 	}
 }
 
-// TestReadyOnce: a connection's ConnectionReady comes once, before its other events, even when
-// the VS Agent posts a message before the connection is "completed"; after it closes, it comes
-// again.
-func TestReadyOnce(t *testing.T) {
+// TestWebhookNotAccepted: a webhook whose event the handler does not accept (the bot's store is
+// down) is answered 503, never 200; the next one is delivered.
+func TestWebhookNotAccepted(t *testing.T) {
 	f := newFixture(t, Config{})
-	rec := &recorder{}
-	f.runWith(t, rec)
-	profile := msg(`{"type":"profile","connectionId":"c9","displayName":"Ana","preferredLanguage":"es"}`)
-	completed := `{"type":"connection-state-updated","connectionId":"c9","state":"completed"}`
-	terminated := `{"type":"connection-state-updated","connectionId":"c9","state":"terminated"}`
-	for _, b := range []struct{ route, body string }{{routeMessageReceived, profile}, {routeConnectionState, completed},
-		{routeConnectionState, completed}, {routeConnectionState, terminated}, {routeConnectionState, completed}} {
-		if code := f.post(t, b.route, b.body); code != http.StatusOK {
-			t.Fatalf("status %d", code)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	var got []string
+	var mu sync.Mutex
+	f.runWith(t, channel.HandlerFunc(func(_ context.Context, id string, e channel.Event) error {
+		if refuse.Load() {
+			return errors.New("inbox unavailable")
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, id)
+		return nil
+	}))
+	body := msg(`{"type":"text","id":"m1","connectionId":"c1","content":"hi"}`)
+	if code := f.post(t, routeMessageReceived, body); code != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", code)
 	}
-	var kinds []string
-	for _, e := range rec.take() {
-		kinds = append(kinds, fmt.Sprintf("%T", e))
+	refuse.Store(false)
+	if code := f.post(t, routeMessageReceived, body); code != http.StatusOK {
+		t.Fatalf("status %d, want 200", code)
 	}
-	want := []string{"channel.ConnectionReady", "channel.ProfileReceived", "channel.ConnectionClosed", "channel.ConnectionReady"}
-	if !reflect.DeepEqual(kinds, want) {
-		t.Fatalf("events %v, want %v", kinds, want)
+	mu.Lock()
+	defer mu.Unlock()
+	if !reflect.DeepEqual(got, []string{"m1"}) {
+		t.Fatalf("handler got ids %v, want [m1]", got)
 	}
 }
 
@@ -265,9 +270,9 @@ type serialChecker struct {
 	total  atomic.Int32
 }
 
-func (s *serialChecker) HandleEvent(_ context.Context, e channel.Event) {
+func (s *serialChecker) HandleEvent(_ context.Context, _ string, e channel.Event) error {
 	if _, ok := e.(channel.ConnectionReady); ok {
-		return // delivered first for each connection
+		return nil
 	}
 	s.mu.Lock()
 	n := s.inside[e.Connection()]
@@ -284,6 +289,7 @@ func (s *serialChecker) HandleEvent(_ context.Context, e channel.Event) {
 	s.mu.Unlock()
 	s.total.Add(1)
 	n.Add(-1)
+	return nil
 }
 
 // TestWebhookOrderPerConnection: many connections post at once, each sequentially (as the VS
@@ -391,12 +397,13 @@ func TestNoContentInLogs(t *testing.T) {
 func TestHandlerMaySend(t *testing.T) {
 	f := newFixture(t, Config{})
 	f.wallet("c1")
-	echo := channel.HandlerFunc(func(ctx context.Context, e channel.Event) {
+	echo := channel.HandlerFunc(func(ctx context.Context, _ string, e channel.Event) error {
 		if in, ok := e.(channel.TextReceived); ok {
 			if _, err := f.ch.SendText(ctx, in.Conn, channel.Text{Content: in.Content, ReplyTo: in.MessageID}); err != nil {
 				t.Errorf("echo: %v", err)
 			}
 		}
+		return nil
 	})
 	f.runWith(t, echo)
 	if code := f.post(t, routeMessageReceived, msg(`{"type":"text","id":"m1","connectionId":"c1","content":"ping"}`)); code != http.StatusOK {
@@ -417,7 +424,9 @@ func BenchmarkWebhook(b *testing.B) {
 	ch.Mount(mux)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ch.Run(ctx, channel.HandlerFunc(func(context.Context, channel.Event) {})) }()
+	go func() {
+		done <- ch.Run(ctx, channel.HandlerFunc(func(context.Context, string, channel.Event) error { return nil }))
+	}()
 	<-ch.running
 	body := msg(`{"type":"text","id":"6d1f7d0c-8b1e-4f4e-9f59-2b1b8c1d2e3f","connectionId":"0b9d3a9e-1c2f-4f7e-8a6b-5c4d3e2f1a0b","timestamp":"2026-03-01T10:20:30.123Z","content":"Hello, can you tell me something about your services?"}`)
 	b.ReportAllocs()

@@ -1,0 +1,137 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrUnsupported: the channel lacks the capability an outbound message needs.
+var ErrUnsupported = errors.New("not supported by this channel")
+
+// Outbound is one outbound message of any kind: exactly one field is set. It is a plain value
+// with JSON tags, so that the bot's durable outbox can keep it and send it later (or again, with
+// the same id).
+type Outbound struct {
+	Text         *Text         `json:"text,omitempty"`
+	Menu         *Menu         `json:"menu,omitempty"`
+	Question     *Question     `json:"question,omitempty"`
+	ProofRequest *ProofRequest `json:"proofRequest,omitempty"`
+	Profile      *Profile      `json:"profile,omitempty"`
+	Invitation   *Invitation   `json:"invitation,omitempty"`
+	Receipts     *Receipts     `json:"receipts,omitempty"`
+}
+
+// ID is the message's id on the wire.
+func (o Outbound) ID() string {
+	switch {
+	case o.Text != nil:
+		return o.Text.ID
+	case o.Menu != nil:
+		return o.Menu.ID
+	case o.Question != nil:
+		return o.Question.ID
+	case o.ProofRequest != nil:
+		return o.ProofRequest.ID
+	case o.Profile != nil:
+		return o.Profile.ID
+	case o.Invitation != nil:
+		return o.Invitation.ID
+	case o.Receipts != nil:
+		return o.Receipts.ID
+	}
+	return ""
+}
+
+// Type names the message's kind for logs ("text", "menu", …; "" when empty).
+func (o Outbound) Type() string {
+	switch {
+	case o.Text != nil:
+		return "text"
+	case o.Menu != nil:
+		return "menu"
+	case o.Question != nil:
+		return "question"
+	case o.ProofRequest != nil:
+		return "proof-request"
+	case o.Profile != nil:
+		return "profile"
+	case o.Invitation != nil:
+		return "invitation"
+	case o.Receipts != nil:
+		return "receipts"
+	}
+	return ""
+}
+
+// Send sends o to conn on ch through the capability its kind needs: [ErrUnsupported] when ch
+// lacks it, [ErrRefused] for an empty message.
+func Send(ctx context.Context, ch Channel, conn string, o Outbound) error {
+	var err error
+	switch {
+	case o.Text != nil:
+		_, err = ch.SendText(ctx, conn, *o.Text)
+	case o.Menu != nil:
+		ms, ok := ch.(MenuSender)
+		if !ok {
+			return unsupported(ch, "menus")
+		}
+		err = ms.SendMenu(ctx, conn, *o.Menu)
+	case o.Question != nil:
+		qa, ok := ch.(QuestionAsker)
+		if !ok {
+			return unsupported(ch, "questions")
+		}
+		_, err = qa.AskQuestion(ctx, conn, *o.Question)
+	case o.ProofRequest != nil:
+		pr, ok := ch.(ProofRequester)
+		if !ok {
+			return unsupported(ch, "proof requests")
+		}
+		_, err = pr.RequestProof(ctx, conn, *o.ProofRequest)
+	case o.Profile != nil:
+		ps, ok := ch.(ProfileSender)
+		if !ok {
+			return unsupported(ch, "profiles")
+		}
+		err = ps.SendProfile(ctx, conn, *o.Profile)
+	case o.Invitation != nil:
+		is, ok := ch.(InvitationSender)
+		if !ok {
+			return unsupported(ch, "invitations")
+		}
+		err = is.SendInvitation(ctx, conn, *o.Invitation)
+	case o.Receipts != nil:
+		rs, ok := ch.(ReceiptSender)
+		if !ok {
+			return unsupported(ch, "receipts")
+		}
+		err = rs.SendReceipts(ctx, conn, *o.Receipts)
+	default:
+		return fmt.Errorf("send to %s: %w: empty message", conn, ErrRefused)
+	}
+	if err != nil {
+		return fmt.Errorf("send %s %s to %s: %w", o.Type(), o.ID(), conn, err)
+	}
+	return nil
+}
+
+func unsupported(ch Channel, what string) error {
+	return fmt.Errorf("channel %s: %s: %w", ch.Name(), what, ErrUnsupported)
+}
+
+// Capabilities says which optional capabilities a channel has.
+type Capabilities struct {
+	Menus, Questions, Proofs, Profiles, Invitations, Receipts bool
+}
+
+// CapabilitiesOf discovers ch's capabilities by type assertion.
+func CapabilitiesOf(ch Channel) Capabilities {
+	_, menus := ch.(MenuSender)
+	_, questions := ch.(QuestionAsker)
+	_, proofs := ch.(ProofRequester)
+	_, profiles := ch.(ProfileSender)
+	_, invitations := ch.(InvitationSender)
+	_, receipts := ch.(ReceiptSender)
+	return Capabilities{Menus: menus, Questions: questions, Proofs: proofs, Profiles: profiles, Invitations: invitations, Receipts: receipts}
+}
