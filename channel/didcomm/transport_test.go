@@ -212,7 +212,9 @@ func FuzzInbound(f *testing.F) {
 	ch.Mount(mux)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go func() { _ = ch.Run(runCtx, channel.HandlerFunc(func(context.Context, string, channel.Event) error { return nil })) }()
+	go func() {
+		_ = ch.Run(runCtx, channel.HandlerFunc(func(context.Context, string, channel.Event) error { return nil }))
+	}()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		w := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, EndpointPath, bytes.NewReader(body))
