@@ -2,23 +2,27 @@ package bot
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/flows"
 	"github.com/packbot/packbot/store"
+	"github.com/packbot/packbot/store/secret"
 )
 
 // Defaults of [Config].
 const (
-	DefaultQueueSize    = 64
 	DefaultDrainTimeout = 10 * time.Second
+	DefaultMaxAttempts  = 3
+	DefaultLeaseTTL     = 15 * time.Second
+	DefaultIdle         = 5 * time.Second
+	DefaultAcceptWait   = 20 * time.Second
 )
 
 // Config configures a [Bot].
@@ -28,145 +32,225 @@ type Config struct {
 	Flows   *flows.Engine
 	Logger  *slog.Logger
 	Now     func() time.Time
-	// QueueSize bounds the events waiting per connection; a full queue makes the channel wait.
-	QueueSize int
-	// DrainTimeout bounds how long Run keeps handling queued events after its context ends.
+	// Keyring, when set, seals the inbox's copy of every inbound event (a text may be a
+	// credential typed for an MCP server); nil stores events in the clear.
+	Keyring *secret.Keyring
+	// Holder names this process among the replicas sharing the store (default: random).
+	Holder string
+	// DrainTimeout bounds how long Run lets running events finish after its context ends.
 	DrainTimeout time.Duration
-	// OutboxInterval is how often undelivered notices are retried (default 15 s).
+	// MaxAttempts is how many failed handlings (a panic, an error) an event gets before it is
+	// parked with an apology to the user.
+	MaxAttempts int
+	// LeaseTTL is how long a connection's lease lasts without renewal (a dead replica's
+	// connections are taken over sooner, when its heartbeat stops).
+	LeaseTTL time.Duration
+	// Idle is how long a connection's worker waits for its next event before it gives its
+	// lease up.
+	Idle time.Duration
+	// AcceptWait bounds how long HandleEvent retries the store before refusing an event (a
+	// database restart takes a few seconds; the channel's sender is kept waiting meanwhile).
+	AcceptWait time.Duration
+	// OutboxInterval is how often undelivered messages are retried (default 2 s).
 	OutboxInterval time.Duration
+	// BeforeHandle, when set, is called before each event is handled, on the worker; a test
+	// makes it panic to prove that a panic is contained. Nil in production.
+	BeforeHandle func(channel.Event)
 }
 
-// Bot orders and runs the events of every connection. It is a channel.Handler.
+// Bot runs the event pipeline (architecture.md): it accepts each inbound event into the store's
+// inbox before the channel acknowledges it, handles the events of one connection strictly in
+// order on the one replica holding the connection's lease, commits each event's effects with its
+// completion, and delivers the outbox. It is a [channel.Handler].
 type Bot struct {
-	ch    channel.Channel
-	st    store.Store
-	flows *flows.Engine
-	log   *slog.Logger
-	now   func() time.Time
-	qsize int
-	drain time.Duration
-	every time.Duration
+	ch     channel.Channel
+	st     store.Store
+	bus    store.Bus // nil: one process (SQLite)
+	flows  *flows.Engine
+	log    *slog.Logger
+	now    func() time.Time
+	kr     *secret.Keyring
+	holder string
+	caps   channel.Capabilities
+	hook   func(channel.Event)
+
+	drain, leaseTTL, idle, acceptWait, every time.Duration
+	maxAttempts                              int
 
 	mu       sync.Mutex
 	workers  map[string]*worker
 	started  bool
 	stopping bool
 	wg       sync.WaitGroup
+	// live is closed once the first heartbeat is written: leases taken before it could be
+	// taken over by another replica that thinks this one dead.
+	live chan struct{}
 	// work is the context events are handled in: it outlives Run's ctx by the drain timeout.
 	work       context.Context
 	cancelWork context.CancelFunc
 
-	menuMu sync.Mutex
-	menus  map[string]channel.Menu // last menu sent per connection
+	kick  chan string // identities whose outbox should be delivered now
+	acks  chan int64  // delivered outbox messages, removed in batches
+	stats Stats
 
-	kick chan string // identities whose outbox should be delivered now
-
-	// undelivered are identities with notices a channel refused: any event from one of their
-	// connections (the wallet is back) triggers a delivery.
 	undeliveredMu sync.Mutex
 	undelivered   map[string]bool
-	// refreshes counts the MenuRequested events queued by RefreshMenus per connection: those
-	// send the menu only when it changed (a wallet's own request always gets it).
-	refreshes map[string]int
 }
 
-// worker is the ordered queue of one connection. pending counts events enqueued and not yet
-// handled; it is guarded by Bot.mu, and the worker exits only when it reaches zero.
-type worker struct {
-	conn    string
-	events  chan channel.Event
-	pending int
+// BusProvider is a store whose database can carry notifications between replicas.
+type BusProvider interface {
+	Bus() (store.Bus, bool)
 }
 
-// New checks cfg and returns a bot.
+// New checks cfg and returns a bot. It does no I/O.
 func New(cfg Config) (*Bot, error) {
 	if cfg.Channel == nil || cfg.Store == nil || cfg.Flows == nil {
 		return nil, errors.New("bot: Channel, Store and Flows are required")
 	}
 	b := &Bot{
-		ch: cfg.Channel, st: cfg.Store, flows: cfg.Flows, log: cfg.Logger, now: cfg.Now,
-		qsize: cfg.QueueSize, drain: cfg.DrainTimeout, every: cfg.OutboxInterval,
-		workers: map[string]*worker{}, menus: map[string]channel.Menu{}, kick: make(chan string, 256),
-		undelivered: map[string]bool{}, refreshes: map[string]int{},
+		ch: cfg.Channel, st: cfg.Store, flows: cfg.Flows, log: cfg.Logger, now: cfg.Now, kr: cfg.Keyring,
+		holder: cfg.Holder, caps: channel.CapabilitiesOf(cfg.Channel), hook: cfg.BeforeHandle,
+		drain: cfg.DrainTimeout, leaseTTL: cfg.LeaseTTL, idle: cfg.Idle, acceptWait: cfg.AcceptWait,
+		every: cfg.OutboxInterval, maxAttempts: cfg.MaxAttempts,
+		workers: map[string]*worker{}, live: make(chan struct{}),
+		kick: make(chan string, 256), acks: make(chan int64, 4096), undelivered: map[string]bool{},
 	}
 	b.work, b.cancelWork = context.WithCancel(context.Background())
+	if bp, ok := cfg.Store.(BusProvider); ok {
+		if bus, ok := bp.Bus(); ok {
+			b.bus = bus
+		}
+	}
 	if b.log == nil {
-		b.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		b.log = slog.New(slog.DiscardHandler)
 	}
 	if b.now == nil {
 		b.now = time.Now
 	}
-	if b.qsize <= 0 {
-		b.qsize = DefaultQueueSize
+	if b.holder == "" {
+		var r [8]byte
+		_, _ = rand.Read(r[:]) // never fails
+		b.holder = hex.EncodeToString(r[:])
 	}
-	if b.drain <= 0 {
-		b.drain = DefaultDrainTimeout
+	defaults := []struct {
+		d   *time.Duration
+		def time.Duration
+	}{{&b.drain, DefaultDrainTimeout}, {&b.leaseTTL, DefaultLeaseTTL}, {&b.idle, DefaultIdle},
+		{&b.acceptWait, DefaultAcceptWait}, {&b.every, 2 * time.Second}}
+	for _, d := range defaults {
+		if *d.d <= 0 {
+			*d.d = d.def
+		}
 	}
-	if b.every <= 0 {
-		b.every = 15 * time.Second
+	if b.maxAttempts <= 0 {
+		b.maxAttempts = DefaultMaxAttempts
 	}
+	b.log = b.log.With(slog.String("replica", b.holder))
 	return b, nil
 }
 
-// HandleEvent queues e behind the other events of its connection. It returns at once unless
-// the connection's queue is full, in which case it waits (never drops) and says so.
-func (b *Bot) HandleEvent(ctx context.Context, e channel.Event) { b.enqueue(ctx, e, true) }
+// Holder is this process's name among the replicas.
+func (b *Bot) Holder() string { return b.holder }
 
-// enqueue queues e; when the queue is full it waits if wait is set, else gives up (false).
-func (b *Bot) enqueue(ctx context.Context, e channel.Event, wait bool) bool {
+// errStopping: the bot no longer accepts events (it is shutting down).
+var errStopping = errors.New("bot: shutting down")
+
+// HandleEvent accepts e into the store's inbox and returns once it is committed (the channel
+// then acknowledges it); the event is handled later, in order with the other events of its
+// connection, by the replica holding the connection. A store that is unreachable is retried
+// for at most AcceptWait (the sender waits); after that, or while the bot stops, the event is
+// refused (the channel answers so that the sender may send it again).
+func (b *Bot) HandleEvent(ctx context.Context, id string, e channel.Event) error {
 	conn := e.Connection()
+	if conn == "" {
+		return fmt.Errorf("accept event %T: %w: no connection", e, channel.ErrRefused)
+	}
+	kind, payload, err := b.encode(conn, e)
+	if err != nil {
+		return fmt.Errorf("accept event: %w", err)
+	}
+	return b.accept(ctx, store.InboxEvent{ConnectionID: conn, Key: id, Kind: kind, Payload: payload}, e)
+}
+
+// accept commits ev (whose decoded form is e, or nil) and hands it to a local worker when this
+// replica handles its connection.
+func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event) error {
+	select {
+	case <-b.live:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	conn := ev.ConnectionID
 	b.mu.Lock()
 	if b.stopping {
 		b.mu.Unlock()
-		b.log.WarnContext(ctx, "event arrived while the bot is stopping; dropped", slog.String("connection", conn),
-			slog.String("event", fmt.Sprintf("%T", e)))
-		return false
+		return errStopping
 	}
-	w, ok := b.workers[conn]
-	if !ok {
-		w = &worker{conn: conn, events: make(chan channel.Event, b.qsize)}
-		b.workers[conn] = w
-		b.wg.Add(1)
-		go b.serve(w)
-	}
-	w.pending++
-	select {
-	case w.events <- e: // under the lock: never blocks here
-		b.mu.Unlock()
-		return true
-	default:
-	}
-	if !wait {
-		w.pending--
-		b.mu.Unlock()
-		return false
-	}
+	_, local := b.workers[conn]
 	b.mu.Unlock()
-	b.log.WarnContext(ctx, "connection's event queue is full; waiting", slog.String("connection", conn), slog.Int("queue", b.qsize))
-	w.events <- e // the worker cannot exit while pending > 0, so this send completes
-	return true
+	a := store.Accept{Event: ev, TTL: b.leaseTTL}
+	if !local {
+		a.Holder = b.holder
+	}
+	var acc store.Accepted
+	err := b.retry(ctx, b.acceptWait, "accept event", func(ctx context.Context) error {
+		a.Now = b.now()
+		var err error
+		acc, err = b.st.AcceptEvent(ctx, a)
+		return err
+	})
+	if err != nil {
+		b.stats.Refused.Add(1)
+		return fmt.Errorf("accept event %s of %s: %w", ev.Kind, conn, err)
+	}
+	if acc.Duplicate {
+		b.stats.Duplicates.Add(1)
+		return nil
+	}
+	b.stats.Accepted.Add(1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.workers[conn]
+	switch {
+	case w != nil:
+	case acc.Taken:
+		w = b.spawn(conn, &acc.Lease)
+	case acc.Lease.Holder == "" || acc.Lease.Holder == b.holder:
+		// The local worker gave the lease up meanwhile: a new one takes it (and finds the event).
+		w = b.spawn(conn, nil)
+	default:
+		return nil // another replica holds the connection; the store has woken it
+	}
+	w.push(item{id: acc.ID, kind: ev.Kind, event: e, older: acc.Older})
+	return nil
 }
 
-// serve handles w's events in order, and exits when none is pending.
-func (b *Bot) serve(w *worker) {
-	defer b.wg.Done()
+// retry runs op until it succeeds, fails with an error that is not store.ErrUnavailable, or
+// wait has passed (then the last error is returned); backoff from 50 ms to 2 s.
+func (b *Bot) retry(ctx context.Context, wait time.Duration, what string, op func(context.Context) error) error {
+	deadline := time.Now().Add(wait)
+	delay := 50 * time.Millisecond
 	for {
-		e := <-w.events
-		b.handle(b.work, e)
-		b.mu.Lock()
-		w.pending--
-		if w.pending == 0 {
-			delete(b.workers, w.conn)
-			b.mu.Unlock()
-			return
+		err := op(ctx)
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || time.Now().Add(delay).After(deadline) {
+			return err
 		}
-		b.mu.Unlock()
+		b.log.WarnContext(ctx, "store unavailable; retrying", slog.String("op", what), slog.Duration("in", delay), slog.Any("err", err))
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(2*delay, 2*time.Second)
 	}
 }
 
-// Run delivers the outbox until ctx ends; then it stops taking events, lets the queued ones
-// finish (at most DrainTimeout, then they are cancelled), and returns. Events are handled from
-// the first HandleEvent on, before or after Run starts; Run is called once.
+// Run runs the replica's background work (heartbeat, lease renewals, takeovers, the outbox,
+// notifications between replicas) until ctx ends; then it stops taking events, lets running
+// ones finish (at most DrainTimeout, then they are cancelled and stay in the inbox), gives its
+// connections up, and returns. Events are accepted once Run has written the first heartbeat.
 func (b *Bot) Run(ctx context.Context) error {
 	b.mu.Lock()
 	if b.started {
@@ -177,12 +261,26 @@ func (b *Bot) Run(ctx context.Context) error {
 	b.mu.Unlock()
 	defer b.cancelWork()
 
-	outboxDone := make(chan struct{})
-	go func() { defer close(outboxDone); b.deliverLoop(ctx) }()
+	if err := b.retry(ctx, time.Hour, "heartbeat", func(ctx context.Context) error {
+		return b.st.Heartbeat(ctx, b.holder, heartbeatTTL, b.now())
+	}); err != nil {
+		return fmt.Errorf("bot: first heartbeat: %w", err)
+	}
+	close(b.live)
+	b.log.InfoContext(ctx, "bot running", slog.Bool("bus", b.bus != nil))
 
+	var bg sync.WaitGroup
+	for _, loop := range []func(context.Context){b.deliverLoop, b.ackLoop, b.heartbeatLoop, b.renewLoop, b.takeoverLoop, b.purgeLoop, b.listenLoop} {
+		bg.Add(1)
+		go func() { defer bg.Done(); loop(ctx) }()
+	}
 	<-ctx.Done()
+
 	b.mu.Lock()
 	b.stopping = true
+	for _, w := range b.workers {
+		w.stop()
+	}
 	b.mu.Unlock()
 	drained := make(chan struct{})
 	go func() { b.wg.Wait(); close(drained) }()
@@ -191,114 +289,18 @@ func (b *Bot) Run(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-timer.C:
-		b.log.Warn("shutdown: events still running after the drain timeout; cancelling them", slog.Duration("drain", b.drain))
+		b.log.Warn("shutdown: events still running after the drain timeout; cancelling them (they stay in the inbox)",
+			slog.Duration("drain", b.drain))
 		b.cancelWork()
 		<-drained
 	}
-	<-outboxDone
+	bg.Wait()
+	// Give the connections up at once rather than when the leases expire.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	b.flushAcks(fctx)
+	if err := b.st.ForgetHolder(fctx, b.holder); err != nil {
+		b.log.Warn("give the connections up", slog.Any("err", err))
+	}
 	return nil
-}
-
-// handle runs one event: load the session, run the flow, save the session if it changed, send
-// the menu if it changed (or was asked for), and deliver what the outbox holds for the user
-// when they (re)appear.
-func (b *Bot) handle(ctx context.Context, e channel.Event) {
-	conn := e.Connection()
-	if _, closed := e.(channel.ConnectionClosed); closed {
-		b.closed(ctx, conn)
-		return
-	}
-	s, err := b.st.GetSession(ctx, conn)
-	if errors.Is(err, store.ErrNotFound) {
-		s, err = store.Session{ConnectionID: conn}, nil
-	}
-	if err != nil {
-		b.log.ErrorContext(ctx, "load session; event not handled", slog.String("connection", conn), slog.Any("err", err))
-		b.tell(ctx, conn, s, "INTERNAL_ERROR")
-		return
-	}
-	before := cloneSession(s)
-	if err := b.flows.Handle(ctx, b.ch, &s, e); err != nil {
-		b.log.WarnContext(ctx, "event handling failed", slog.String("connection", conn), slog.String("event", fmt.Sprintf("%T", e)), slog.Any("err", err))
-		if errors.Is(err, channel.ErrUnknownConnection) {
-			return
-		}
-	}
-	if s.CreatedAt.IsZero() || !sameSession(before, s) {
-		saved := s
-		if _, err := b.st.UpdateSession(ctx, conn, func(cur store.Session) (store.Session, error) {
-			saved.CreatedAt = cur.CreatedAt
-			return saved, nil
-		}); err != nil {
-			b.log.ErrorContext(ctx, "save session", slog.String("connection", conn), slog.Any("err", err))
-		}
-	}
-	_, asked := e.(channel.MenuRequested)
-	if asked && b.takeRefresh(conn) {
-		asked = false
-	}
-	b.sendMenu(ctx, conn, s, asked)
-	if s.Authenticated && (!before.Authenticated || before.Identity != s.Identity || isReady(e) || b.waiting(s.Identity)) {
-		b.Kick(s.Identity)
-	}
-}
-
-func isReady(e channel.Event) bool { _, ok := e.(channel.ConnectionReady); return ok }
-
-// tell sends an i18n text outside the flows (when the session could not be loaded).
-func (b *Bot) tell(ctx context.Context, conn string, s store.Session, key string) {
-	if _, err := b.ch.SendText(ctx, conn, channel.Text{Content: b.flows.Text(s.Language, key)}); err != nil {
-		b.log.WarnContext(ctx, "send text", slog.String("connection", conn), slog.Any("err", err))
-	}
-}
-
-// closed forgets a connection the wallet ended.
-func (b *Bot) closed(ctx context.Context, conn string) {
-	b.menuMu.Lock()
-	delete(b.menus, conn)
-	b.menuMu.Unlock()
-	if err := b.st.DeleteSession(ctx, conn); err != nil {
-		b.log.WarnContext(ctx, "delete session of a closed connection", slog.String("connection", conn), slog.Any("err", err))
-	}
-	if err := b.st.ClearMemory(ctx, "conn:"+conn); err != nil {
-		b.log.WarnContext(ctx, "clear memory of a closed connection", slog.String("connection", conn), slog.Any("err", err))
-	}
-}
-
-// sendMenu sends the session's menu when it differs from the last one sent, or when asked.
-func (b *Bot) sendMenu(ctx context.Context, conn string, s store.Session, force bool) {
-	ms, ok := b.ch.(channel.MenuSender)
-	if !ok {
-		return
-	}
-	m := b.flows.Menu(ctx, s)
-	b.menuMu.Lock()
-	last, had := b.menus[conn]
-	b.menuMu.Unlock()
-	if had && !force && sameMenu(last, m) {
-		return
-	}
-	if err := ms.SendMenu(ctx, conn, m); err != nil {
-		b.log.WarnContext(ctx, "send menu", slog.String("connection", conn), slog.Any("err", err))
-		return
-	}
-	b.menuMu.Lock()
-	b.menus[conn] = m
-	b.menuMu.Unlock()
-}
-
-func sameMenu(a, b channel.Menu) bool {
-	return a.Title == b.Title && a.Description == b.Description && slices.Equal(a.Options, b.Options)
-}
-
-func cloneSession(s store.Session) store.Session {
-	s.Roles = slices.Clone(s.Roles)
-	s.Flow = slices.Clone(s.Flow)
-	return s
-}
-
-func sameSession(a, b store.Session) bool {
-	return a.State == b.State && a.Language == b.Language && a.Authenticated == b.Authenticated &&
-		a.Identity == b.Identity && a.DisplayName == b.DisplayName && slices.Equal(a.Roles, b.Roles) &&
-		a.CredentialExpiry.Equal(b.CredentialExpiry) && string(a.Flow) == string(b.Flow)
 }

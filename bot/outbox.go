@@ -23,6 +23,7 @@ const (
 	outboxLease  = 30 * time.Second
 	outboxBatch  = 50
 	offlineRetry = time.Hour
+	ackEvery     = 50 * time.Millisecond
 )
 
 // Notify stores a notice for identity in the durable outbox and delivers it now if the identity
@@ -48,6 +49,53 @@ func (b *Bot) Kick(identity string) {
 	}
 }
 
+// ack marks an outbox message delivered; acks are written in batches.
+func (b *Bot) ack(id int64) {
+	select {
+	case b.acks <- id:
+	default:
+		// The batcher is behind: write this one now rather than wait.
+		if err := b.st.AckOutbox(b.work, id); err != nil {
+			b.log.Warn("ack outbox message", slog.Int64("id", id), slog.Any("err", err))
+		}
+	}
+}
+
+// ackLoop removes delivered outbox messages in batches, until ctx ends.
+func (b *Bot) ackLoop(ctx context.Context) {
+	t := time.NewTicker(ackEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.flushAcks(ctx)
+		}
+	}
+}
+
+// flushAcks writes the acks waiting in the batch.
+func (b *Bot) flushAcks(ctx context.Context) {
+	var ids []int64
+	for len(ids) < 1000 {
+		select {
+		case id := <-b.acks:
+			ids = append(ids, id)
+			continue
+		default:
+		}
+		break
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if err := b.st.AckOutbox(ctx, ids...); err != nil && ctx.Err() == nil {
+		// Not acked: the deliverer sends them again with the same ids once their lease ends.
+		b.log.WarnContext(ctx, "ack outbox messages", slog.Int("count", len(ids)), slog.Any("err", err))
+	}
+}
+
 // deliverLoop delivers kicked identities at once and retries every due message periodically.
 func (b *Bot) deliverLoop(ctx context.Context) {
 	tick := time.NewTicker(b.every)
@@ -66,9 +114,9 @@ func (b *Bot) deliverLoop(ctx context.Context) {
 	}
 }
 
-// deliver claims the messages (of one identity, or all) due within horizon and sends each to a
-// connection of its recipient: acked when the channel accepted it, released for a later retry
-// otherwise (an hour later when the recipient has no connection: connecting kicks delivery).
+// deliver claims the messages (of one identity, or all) due within horizon and sends each:
+// acked when the channel accepted it, released for a later retry otherwise (an hour later when
+// the recipient has no connection: connecting kicks delivery).
 func (b *Bot) deliver(ctx context.Context, c store.OutboxClaim, horizon time.Duration) {
 	for {
 		c.Now, c.Lease, c.Limit = b.now(), outboxLease, outboxBatch
@@ -96,9 +144,7 @@ func (b *Bot) deliver(ctx context.Context, c store.OutboxClaim, horizon time.Dur
 				continue
 			}
 			b.markUndelivered(m.Identity, false)
-			if err := b.st.AckOutbox(ctx, m.ID); err != nil {
-				b.log.WarnContext(ctx, "ack outbox message", slog.Int64("id", m.ID), slog.Any("err", err))
-			}
+			b.ack(m.ID)
 		}
 		if len(msgs) < outboxBatch {
 			return
@@ -108,8 +154,22 @@ func (b *Bot) deliver(ctx context.Context, c store.OutboxClaim, horizon time.Dur
 
 var errNoConnection = errors.New("the recipient has no connection")
 
-// deliverOne sends m to its recipient's most recent connection that accepts it.
+// deliverOne sends m: a message to one connection as it is, a notice to its recipient's most
+// recent connection that accepts it (translated for that connection).
 func (b *Bot) deliverOne(ctx context.Context, m store.OutboxMessage, cache map[string][]store.Session) error {
+	if m.Kind == kindOut {
+		var o channel.Outbound
+		if err := json.Unmarshal(m.Payload, &o); err != nil || m.ConnectionID == "" {
+			b.log.ErrorContext(ctx, "outbox message cannot be read; dropped", slog.Int64("id", m.ID), slog.String("kind", m.Kind))
+			return nil
+		}
+		err := channel.Send(ctx, b.ch, m.ConnectionID, o)
+		if errors.Is(err, channel.ErrUnknownConnection) || errors.Is(err, channel.ErrRefused) || errors.Is(err, channel.ErrUnsupported) {
+			b.log.WarnContext(ctx, "outbox message dropped", slog.String("connection", m.ConnectionID), slog.String("type", o.Type()), slog.Any("err", err))
+			return nil
+		}
+		return err
+	}
 	var n Notice
 	if err := json.Unmarshal(m.Payload, &n); err != nil || m.Kind != KindNotice {
 		b.log.ErrorContext(ctx, "outbox message cannot be read; dropped", slog.Int64("id", m.ID), slog.String("kind", m.Kind))
@@ -134,9 +194,11 @@ func (b *Bot) deliverOne(ctx context.Context, m store.OutboxMessage, cache map[s
 		s.ConnectionID = m.ConnectionID
 		targets = []store.Session{s}
 	}
+	// The notice's wire id is stable: sent again after a crash, it is recognisable.
+	id := fmt.Sprintf("notice-%d-%d", m.ID, m.CreatedAt.UnixMilli())
 	for _, s := range targets {
 		text := b.flows.Render(s.Language, n)
-		_, err := b.ch.SendText(ctx, s.ConnectionID, channel.Text{Content: text})
+		_, err := b.ch.SendText(ctx, s.ConnectionID, channel.Text{ID: id, Content: text})
 		if err == nil {
 			return nil
 		}
@@ -154,10 +216,12 @@ func backoff(attempts int) time.Duration {
 	return min(d, 10*time.Minute)
 }
 
-// RefreshMenus re-sends the menus of every connection of identities (their badge counts may
-// have changed), behind whatever their connections are doing.
+// RefreshMenus is told that the badge counts of identities may have changed: every replica
+// forgets their cached counts, and each of their connections re-sends its menu if it changed,
+// through the inbox (in order with the connection's other events, on the replica that holds
+// it).
 func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
-	b.flows.InvalidateCounts(identities)
+	b.invalidate(ctx, identities)
 	seen := map[string]bool{}
 	for _, id := range identities {
 		if id == "" || seen[id] {
@@ -170,13 +234,10 @@ func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
 			continue
 		}
 		for _, s := range ss {
-			// Never waits: this may run inside a worker, whose own queue could be full (its next
-			// event re-sends the menu anyway).
-			b.menuMu.Lock()
-			b.refreshes[s.ConnectionID]++
-			b.menuMu.Unlock()
-			if !b.enqueue(ctx, channel.MenuRequested{Conn: s.ConnectionID}, false) {
-				b.takeRefresh(s.ConnectionID)
+			payload, _ := json.Marshal(channel.MenuRequested{Conn: s.ConnectionID}) // cannot fail
+			ev := store.InboxEvent{ConnectionID: s.ConnectionID, Kind: kindRefreshMenu, Payload: payload}
+			if err := b.accept(ctx, ev, channel.MenuRequested{Conn: s.ConnectionID}); err != nil {
+				b.log.WarnContext(ctx, "refresh menu", slog.String("connection", s.ConnectionID), slog.Any("err", err))
 			}
 		}
 	}
@@ -201,18 +262,4 @@ func (b *Bot) waiting(identity string) bool {
 	b.undeliveredMu.Lock()
 	defer b.undeliveredMu.Unlock()
 	return b.undelivered[identity]
-}
-
-// takeRefresh reports whether a MenuRequested of conn was queued by RefreshMenus (and counts
-// it handled).
-func (b *Bot) takeRefresh(conn string) bool {
-	b.menuMu.Lock()
-	defer b.menuMu.Unlock()
-	if b.refreshes[conn] == 0 {
-		return false
-	}
-	if b.refreshes[conn]--; b.refreshes[conn] == 0 {
-		delete(b.refreshes, conn)
-	}
-	return true
 }

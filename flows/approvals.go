@@ -68,7 +68,8 @@ func (t *turn) submitRequest(ctx context.Context, fs flowState) error {
 		}
 		return t.say(ctx, out.Text)
 	}
-	_, err := t.e.appr.Submit(ctx, approvals.Request{Caller: t.caller(), Conn: t.conn, Lang: t.lang(), Server: fs.Server,
+	// The id comes from the event: handling it again (after a crash) finds the same request.
+	_, err := t.e.appr.Submit(ctx, approvals.Request{ID: derivedID(t.eventID, "approval"), Caller: t.caller(), Conn: t.conn, Lang: t.lang(), Server: fs.Server,
 		Tool: tool, Arguments: args, Policy: d.Policy})
 	if err != nil {
 		return fmt.Errorf("submit approval request: %w", err)

@@ -19,11 +19,9 @@ import (
 // connection of a pack that greets on connection gets the greeting in the default language.
 func (t *turn) connectionReady(ctx context.Context, _ channel.ConnectionReady) error {
 	isNew := t.s.CreatedAt.IsZero()
-	if ps, ok := t.ch.(channel.ProfileSender); ok && isNew {
-		p := channel.Profile{DisplayName: t.e.pack.Metadata.DisplayName, Description: t.e.pack.Metadata.Description}
-		if err := ps.SendProfile(ctx, t.conn, p); err != nil {
-			t.e.log.WarnContext(ctx, "send profile", slog.String("connection", t.conn), slog.Any("err", err))
-		}
+	if t.e.caps.Profiles && isNew {
+		t.send(channel.Outbound{Profile: &channel.Profile{ID: newMessageID(), DisplayName: t.e.pack.Metadata.DisplayName,
+			Description: t.e.pack.Metadata.Description}})
 	}
 	w := t.e.pack.Flows.Welcome
 	if isNew && w.Enabled && !w.SendOnProfile {
@@ -104,16 +102,13 @@ func (t *turn) menuState(ctx context.Context) menu.State {
 
 // authenticate sends a proof request (again, when one was pending) and waits in state AUTH.
 func (t *turn) authenticate(ctx context.Context) error {
-	pr, ok := t.ch.(channel.ProofRequester)
-	if !ok || !t.e.canAuth {
+	if !t.e.canAuth {
 		return t.sayKey(ctx, "AUTH_UNAVAILABLE")
 	}
-	id, err := pr.RequestProof(ctx, t.conn, ProofRequest(t.e.pack, t.tr(purposeKey(t.e.pack))))
-	if err != nil {
-		t.e.log.WarnContext(ctx, "proof request", slog.String("connection", t.conn), slog.Any("err", err))
-		t.endFlow()
-		return t.sayKey(ctx, "AUTH_ERROR")
-	}
+	r := ProofRequest(t.e.pack, t.tr(purposeKey(t.e.pack)))
+	r.ID = newMessageID()
+	id := r.ID
+	t.send(channel.Outbound{ProofRequest: &r})
 	t.s.State = store.StateAuth
 	t.setFlow(flowState{Kind: kindAuth, Request: id})
 	return nil
@@ -171,14 +166,10 @@ func (t *turn) presentation(ctx context.Context, p channel.PresentationResult) e
 // inviteToIssuer sends an invitation to the pack's issuer service, when it has one.
 func (t *turn) inviteToIssuer(ctx context.Context) error {
 	did := t.e.pack.Flows.Authentication.IssuerServiceDID
-	is, ok := t.ch.(channel.InvitationSender)
-	if did == "" || !ok {
+	if did == "" || !t.e.caps.Invitations {
 		return nil
 	}
-	if err := is.SendInvitation(ctx, t.conn, channel.Invitation{DID: did}); err != nil {
-		t.e.log.WarnContext(ctx, "invitation to the issuer service", slog.String("connection", t.conn), slog.Any("err", err))
-		return nil
-	}
+	t.send(channel.Outbound{Invitation: &channel.Invitation{ID: newMessageID(), DID: did}})
 	return t.sayKey(ctx, "AUTH_NO_CREDENTIAL_ISSUER")
 }
 
@@ -200,13 +191,14 @@ func (t *turn) verified(ctx context.Context, p channel.PresentationResult) error
 	}
 	if t.s.Identity != "" && t.s.Identity != identity {
 		// Another user on this connection: what the previous one said is theirs.
-		if err := t.e.st.ClearMemory(ctx, "conn:"+t.conn); err != nil {
-			t.e.log.WarnContext(ctx, "clear memory", slog.Any("err", err))
-		}
+		t.fx.ClearMemory = append(t.fx.ClearMemory, "conn:"+t.conn)
 	}
 	t.s.Authenticated, t.s.Identity, t.s.DisplayName, t.s.Roles = true, identity, DisplayName(p.Claims), roles
 	t.s.CredentialExpiry = p.Expires
 	if err := t.e.st.PutIdentity(ctx, store.Identity{Identity: identity, DisplayName: t.s.DisplayName, Roles: roles}); err != nil {
+		if retryable(err) {
+			return fmt.Errorf("record roles of %s: %w", identity, err) // handled again once the store is back
+		}
 		// Approvals would see the previous login's roles: say so, but the login itself stands.
 		t.e.log.ErrorContext(ctx, "roles not recorded in the directory", slog.String("identity", identity), slog.Any("err", err))
 	}
@@ -219,12 +211,8 @@ func (t *turn) verified(ctx context.Context, p channel.PresentationResult) error
 }
 
 // logout forgets who the user is and what they said.
-func (t *turn) logout(ctx context.Context) {
-	for _, key := range []string{t.memoryKey(), "conn:" + t.conn} {
-		if err := t.e.st.ClearMemory(ctx, key); err != nil {
-			t.e.log.WarnContext(ctx, "clear memory", slog.Any("err", err))
-		}
-	}
+func (t *turn) logout(context.Context) {
+	t.fx.ClearMemory = append(t.fx.ClearMemory, t.memoryKey(), "conn:"+t.conn)
 	t.s.Authenticated, t.s.Identity, t.s.DisplayName, t.s.Roles = false, "", "", nil
 	t.s.CredentialExpiry = time.Time{}
 	t.endFlow()

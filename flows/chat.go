@@ -3,6 +3,7 @@ package flows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 
@@ -28,6 +29,9 @@ func (t *turn) chat(ctx context.Context, text string) error {
 	key := t.memoryKey()
 	past, err := t.e.st.LoadMemory(ctx, key, 2*window)
 	if err != nil {
+		if retryable(err) {
+			return fmt.Errorf("load memory: %w", err) // handled again once the store is back
+		}
 		t.e.log.WarnContext(ctx, "load memory", slog.String("connection", t.conn), slog.Any("err", err))
 		past = nil
 	}
@@ -63,6 +67,9 @@ func (t *turn) chat(ctx context.Context, text string) error {
 		return t.tr("TOOL_DENIED", "tool", ref.Tool, "server", ref.Server)
 	}
 	reply, err := t.e.model.Run(ctx, agent.Turn{System: t.systemPrompt(), History: history, User: text, Tools: ts.defs, Refused: refused}, exec)
+	if err != nil && retryable(err) {
+		return fmt.Errorf("chat turn: %w", err) // a tool call's step could not be recorded
+	}
 	if err != nil {
 		t.e.log.WarnContext(ctx, "LLM turn failed", slog.String("connection", t.conn), slog.Int("llm_calls", reply.LLMCalls), slog.Any("err", err))
 		if errors.Is(err, agent.ErrTimeout) {
@@ -80,9 +87,7 @@ func (t *turn) chat(ctx context.Context, text string) error {
 			{Role: string(agent.RoleUser), Content: text, CreatedAt: now},
 			{Role: string(agent.RoleAssistant), Content: answer, CreatedAt: now},
 		}
-		if err := t.e.st.AppendMemory(ctx, key, entries, 2*window); err != nil {
-			t.e.log.WarnContext(ctx, "save memory", slog.String("connection", t.conn), slog.Any("err", err))
-		}
+		t.fx.Memory = append(t.fx.Memory, store.MemoryAppend{Key: key, Entries: entries, Keep: 2 * window})
 	}
 	return t.say(ctx, answer)
 }
@@ -129,4 +134,10 @@ func (t *turn) systemPrompt() string {
 		b.WriteString("The user has not logged in (role: guest).")
 	}
 	return b.String()
+}
+
+// retryable: err means the event is to be handled again later, not answered now: the store is
+// unreachable, or this replica lost the connection (another one handles the event).
+func retryable(err error) bool {
+	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrLeaseLost)
 }

@@ -7,10 +7,14 @@
 //
 // An [Engine] is built once per pack. The bot calls [Engine.Handle] for one event of one
 // connection at a time, with the session loaded from the store; Handle changes the session in
-// place and sends through the channel; the bot saves the session when it changed and re-sends
-// the menu ([Engine.Menu]) when that changed.
+// place and returns [Effects] — messages to send, memory to append, audit rows — and sends
+// nothing itself: the bot commits the session and the effects with the event, then delivers,
+// and re-sends the menu ([Engine.Menu]) when it changed. External work that must not be done
+// twice (an MCP tool call, a credential test) is recorded in the event's [Journal] before it
+// starts; an event cut off after that is not handled again ([Input.Interrupted]): the user is
+// told what may or may not have happened.
 //
-// Every tool call, from the LLM or from /call, goes through [Engine.Invoke]: the RBAC decision is
+// Every tool call, from the LLM or from /call, goes through one path: the RBAC decision is
 // computed again at execution from the session's current roles, an APPROVAL decision goes to the
 // [Approvals] hook, and every call is written to the audit table with a fingerprint of its
 // arguments, never their values.

@@ -42,9 +42,9 @@ type Deps struct {
 	// Approvals runs approval requests; nil: a call that needs approval is answered
 	// APPROVAL_REQUIRED and does not run.
 	Approvals *approvals.Service
-	// CanRequestProof says whether the channel can ask for credentials.
-	CanRequestProof bool
-	Logger          *slog.Logger
+	// Channel says what the wallet channel can show (menus, questions, proof requests, …).
+	Channel channel.Capabilities
+	Logger  *slog.Logger
 	Now             func() time.Time
 	// MaxText bounds inbound texts (default DefaultMaxText).
 	MaxText int
@@ -73,6 +73,7 @@ type Engine struct {
 	now     func() time.Time
 	maxText int
 	canAuth bool
+	caps    channel.Capabilities
 
 	agents agentCache
 
@@ -96,8 +97,8 @@ func New(d Deps) (*Engine, error) {
 	e := &Engine{
 		pack: d.Pack, cat: d.Catalog, st: d.Store, pool: d.MCP, model: d.Model, keyring: d.Keyring,
 		oauth: d.OAuth, appr: d.Approvals, rbac: rbac.New(d.Pack),
-		log: d.Logger, now: d.Now, maxText: d.MaxText,
-		canAuth: d.CanRequestProof && d.Pack.Flows.Authentication.Enabled,
+		log: d.Logger, now: d.Now, maxText: d.MaxText, caps: d.Channel,
+		canAuth: d.Channel.Proofs && d.Pack.Flows.Authentication.Enabled,
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -148,9 +149,12 @@ func (e *Engine) LLMConfigured() bool { return e.model != nil }
 // turn is one event being handled for one connection.
 type turn struct {
 	e    *Engine
-	ch   channel.Channel
 	conn string
 	s    *store.Session
+	fx   *Effects
+	// eventID names the event (for ids derived from it); journal records external steps.
+	eventID string
+	journal Journal
 	// replyTo is the id of the inbound text being answered.
 	replyTo string
 }
@@ -166,24 +170,24 @@ func (t *turn) lang() string {
 // tr translates key into the session's language.
 func (t *turn) tr(key string, args ...string) string { return t.e.cat.T(t.lang(), key, args...) }
 
-// say sends a text.
-func (t *turn) say(ctx context.Context, text string) error {
-	_, err := t.ch.SendText(ctx, t.conn, channel.Text{Content: text, ReplyTo: t.replyTo})
-	if err != nil {
-		return fmt.Errorf("send text: %w", err)
-	}
+// say sends a text (an effect: it goes out once the event is committed).
+func (t *turn) say(_ context.Context, text string) error {
+	t.send(channel.Outbound{Text: &channel.Text{ID: newMessageID(), Content: text, ReplyTo: t.replyTo}})
 	return nil
 }
+
+// send adds an outbound message to the effects.
+func (t *turn) send(o channel.Outbound) { t.fx.Out = append(t.fx.Out, o) }
 
 // sayKey sends the translation of key.
 func (t *turn) sayKey(ctx context.Context, key string, args ...string) error {
 	return t.say(ctx, t.tr(key, args...))
 }
 
-// ask sends a question with unique option texts and returns its id.
+// ask sends a question with unique option texts and returns its id ("" when the channel has no
+// questions and the options went as a numbered text).
 func (t *turn) ask(ctx context.Context, text string, options []string) (string, error) {
-	qa, ok := t.ch.(channel.QuestionAsker)
-	if !ok {
+	if !t.e.caps.Questions {
 		// A channel without questions gets the options as a numbered text; the answer comes back
 		// as text and is matched by number or by text.
 		var b strings.Builder
@@ -193,10 +197,8 @@ func (t *turn) ask(ctx context.Context, text string, options []string) (string, 
 		}
 		return "", t.say(ctx, b.String())
 	}
-	id, err := qa.AskQuestion(ctx, t.conn, channel.Question{Text: text, Options: options})
-	if err != nil {
-		return "", fmt.Errorf("ask question: %w", err)
-	}
+	id := newMessageID()
+	t.send(channel.Outbound{Question: &channel.Question{ID: id, Text: text, Options: options}})
 	return id, nil
 }
 
@@ -213,13 +215,44 @@ func (t *turn) memoryKey() string {
 	return "conn:" + t.conn
 }
 
-// Handle handles one event of connection conn, whose session s it may change. An error means
-// the event could not be handled completely (it was logged with its cause by the caller); the
-// user has been told what they need to know.
-func (e *Engine) Handle(ctx context.Context, ch channel.Channel, s *store.Session, ev channel.Event) error {
-	t := &turn{e: e, ch: ch, conn: ev.Connection(), s: s}
+// Handle handles one event of one connection, whose session (in.Session) it may change, and
+// returns what is to be done. It sends nothing and writes no session: the caller commits the
+// effects and the session with the event. An error wrapping store.ErrUnavailable means the
+// event should be handled again later (nothing of it is to be committed); any other error means
+// it could not be handled completely (the caller logs it; the effects say what the user was
+// told).
+func (e *Engine) Handle(ctx context.Context, in Input) (Effects, error) {
+	var fx Effects
+	ev, s := in.Event, in.Session
+	t := &turn{e: e, conn: ev.Connection(), s: s, fx: &fx, eventID: in.EventID, journal: in.Journal}
+	if t.journal == nil {
+		t.journal = nopJournal{}
+	}
+	if t.eventID == "" {
+		t.eventID = newMessageID()
+	}
 	if s.State == "" {
 		s.State = store.StateChat
+	}
+	if len(in.Interrupted) > 0 {
+		return fx, t.interrupted(ctx, in.Interrupted)
+	}
+	err := t.handle(ctx, ev)
+	return fx, err
+}
+
+// handle dispatches one event. The first event of a connection the bot has no session for is
+// its arrival, whether or not the channel reported ConnectionReady first.
+func (t *turn) handle(ctx context.Context, ev channel.Event) error {
+	if _, closed := ev.(channel.ConnectionClosed); closed {
+		t.fx.DeleteSession = true
+		t.fx.ClearMemory = append(t.fx.ClearMemory, "conn:"+t.conn)
+		return nil
+	}
+	if _, ready := ev.(channel.ConnectionReady); !ready && t.s.CreatedAt.IsZero() {
+		if err := t.connectionReady(ctx, channel.ConnectionReady{Conn: t.conn}); err != nil {
+			return err
+		}
 	}
 	if err := t.checkExpiry(ctx); err != nil {
 		return err
@@ -227,8 +260,6 @@ func (e *Engine) Handle(ctx context.Context, ch channel.Channel, s *store.Sessio
 	switch ev := ev.(type) {
 	case channel.ConnectionReady:
 		return t.connectionReady(ctx, ev)
-	case channel.ConnectionClosed:
-		return nil
 	case channel.ProfileReceived:
 		return t.profile(ctx, ev)
 	case channel.MenuRequested:

@@ -202,6 +202,12 @@ func (t *turn) configValue(ctx context.Context, fs flowState, value string) erro
 		return t.promptField(ctx, srv, fs.Field)
 	}
 	t.endFlow()
+	// The test reaches the server with the user's secret: it is recorded first, so that an
+	// event cut off during the test is never handled again (the user is told the check was
+	// interrupted, and no later message is taken for a field's value).
+	if err := t.journal.Begin(ctx, Step{Kind: StepCredentialTest, Server: srv.Name}); err != nil {
+		return fmt.Errorf("record the credential test of %s: %w", srv.Name, err)
+	}
 	if err := t.sayKey(ctx, "MCP_CONFIG_TESTING", "server", srv.Name); err != nil {
 		t.dropDraft(ctx, fs)
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -223,6 +224,11 @@ func (t *turn) invoke(ctx context.Context, ref toolRef, args json.RawMessage) (c
 			"roles", strings.Join(d.Policy.Approvers, ", ")) + " (the user is asked whether to submit an approval request)", Asked: true}, nil
 	}
 	row.Decision = store.DecisionAllow
+	// The call must not run twice: its step is recorded first, and an event cut off after
+	// this point is never handled again (the user is told it may or may not have run).
+	if err := t.journal.Begin(ctx, Step{Kind: StepToolCall, Server: ref.Server, Tool: ref.Tool, Fingerprint: fp}); err != nil {
+		return callOutcome{}, fmt.Errorf("record the call of %s/%s: %w", ref.Server, ref.Tool, err)
+	}
 	res, err := t.e.pool.Call(ctx, mcp.Call{Identity: t.s.Identity, Server: ref.Server, Tool: ref.Tool, Arguments: args})
 	row.Latency = res.Elapsed
 	switch {
@@ -252,10 +258,12 @@ func (t *turn) refuse(ctx context.Context, ref toolRef, args json.RawMessage, re
 		Outcome: store.OutcomeDenied, Error: reason})
 }
 
-func (t *turn) audit(ctx context.Context, r store.AuditRecord) {
-	if _, err := t.e.st.AppendAudit(ctx, r); err != nil {
-		t.e.log.ErrorContext(ctx, "audit row not written", slog.String("server", r.Server), slog.String("tool", r.Tool), slog.Any("err", err))
+// audit adds an audit row to the effects: it is written with the event's completion.
+func (t *turn) audit(_ context.Context, r store.AuditRecord) {
+	if r.At.IsZero() {
+		r.At = t.e.now()
 	}
+	t.fx.Audit = append(t.fx.Audit, r)
 }
 
 // callErrorText tells the user why a call did not run.

@@ -231,8 +231,9 @@ type Outbox interface {
 	// has Attempts incremented and NextAttemptAt = Now + Lease. Concurrent claimers, in this or
 	// another process, never receive the same message while its lease runs.
 	ClaimOutbox(ctx context.Context, c OutboxClaim) ([]OutboxMessage, error)
-	// AckOutbox removes a delivered message. Acking a missing message is not an error.
-	AckOutbox(ctx context.Context, id int64) error
+	// AckOutbox removes delivered messages (in one statement). Acking a missing message is not
+	// an error.
+	AckOutbox(ctx context.Context, ids ...int64) error
 	// RetryOutbox releases a claimed message for another attempt at next, recording why the
 	// attempt failed.
 	RetryOutbox(ctx context.Context, id int64, next time.Time, reason string) error

@@ -1,0 +1,352 @@
+package bot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/flows"
+	"github.com/packbot/packbot/store"
+)
+
+// outcome of handling one event.
+type outcome int
+
+const (
+	outcomeDone   outcome = iota // completed (or parked): next event
+	outcomeRetry                 // the store is unreachable: the same event again after a pause
+	outcomeFailed                // a counted failure was recorded: the event waits for its next attempt
+	outcomeLost                  // the lease is gone: another replica handles the connection
+)
+
+// deliveryLease is how long the outbox rows of an event are reserved for the worker that
+// delivers them right after the commit; if it dies, the outbox deliverer sends them after that.
+const deliveryLease = 10 * time.Second
+
+// process handles one event: the session (cached by the worker while it holds the lease), the
+// flow, the menu, then everything in one commit with the event's completion, then delivery.
+func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
+	if it.event == nil {
+		return b.park(ctx, w, it, "the event cannot be decoded")
+	}
+	if it.attempts >= b.maxAttempts {
+		return b.park(ctx, w, it, fmt.Sprintf("failed %d times", it.attempts))
+	}
+	s, err := w.loadSession(ctx)
+	if err != nil {
+		return b.transient(ctx, w, "load session", err)
+	}
+	before := *s
+	cur := cloneSession(*s)
+	var (
+		fx   flows.Effects
+		herr error
+	)
+	j := &journal{b: b, w: w, it: it}
+	refresh := it.kind == kindRefreshMenu
+	if !refresh {
+		var interrupted []flows.Step
+		if len(it.steps) > 0 {
+			if err := json.Unmarshal(it.steps, &interrupted); err != nil {
+				w.log.ErrorContext(ctx, "journal of an interrupted event cannot be read", slog.Int64("event", it.id), slog.Any("err", err))
+			}
+		}
+		if p := b.safely(func() {
+			if b.hook != nil {
+				b.hook(it.event)
+			}
+			fx, herr = b.flows.Handle(ctx, flows.Input{Session: &cur, Event: it.event, EventID: w.conn + "/" + strconv.FormatInt(it.id, 10),
+				Journal: j, Interrupted: interrupted})
+		}); p != "" {
+			return b.fail(ctx, w, it, p)
+		}
+	}
+	if herr != nil {
+		switch {
+		case errors.Is(herr, store.ErrLeaseLost):
+			return outcomeLost
+		case errors.Is(herr, store.ErrUnavailable):
+			return b.transient(ctx, w, "handle event", herr)
+		}
+		w.log.WarnContext(ctx, "event handling failed", slog.String("event", it.kind), slog.Any("err", herr))
+		if len(fx.Out) == 0 {
+			fx.Out = append(fx.Out, b.text(cur.Language, "INTERNAL_ERROR"))
+		}
+	}
+	if !fx.DeleteSession {
+		b.menu(ctx, &cur, it.kind, refresh, &fx)
+	}
+	now := b.now()
+	c := store.Completion{EventID: it.id, Lease: w.lease, TTL: b.leaseTTL, Now: now, Memory: fx.Memory,
+		ClearMemory: fx.ClearMemory, Audit: fx.Audit, DeleteSession: fx.DeleteSession}
+	if !fx.DeleteSession && (cur.CreatedAt.IsZero() || !sameSession(before, cur)) {
+		c.Session = &cur
+	}
+	out, err := b.outRows(w.conn, fx.Out, now)
+	if err != nil {
+		return b.fail(ctx, w, it, err.Error())
+	}
+	c.Outbox = out
+	ids, o := b.complete(ctx, w, c)
+	if o != outcomeDone {
+		return o
+	}
+	b.stats.Completed.Add(1)
+	if fx.DeleteSession {
+		w.session = nil
+	} else {
+		if cur.CreatedAt.IsZero() {
+			cur.CreatedAt = now
+		}
+		w.session = &cur
+	}
+	b.deliverOut(ctx, w, fx.Out, ids)
+	if cur.Authenticated && (!before.Authenticated || before.Identity != cur.Identity || it.kind == channel.KindConnectionReady || b.waiting(cur.Identity)) {
+		b.Kick(cur.Identity)
+	}
+	return outcomeDone
+}
+
+// complete commits c, retrying while the store is unreachable (the effects are kept: the flow
+// does not run again).
+func (b *Bot) complete(ctx context.Context, w *worker, c store.Completion) ([]int64, outcome) {
+	var done store.Completed
+	for failures := 1; ; failures++ {
+		var err error
+		c.Now = b.now()
+		if done, err = b.st.CompleteEvent(ctx, c); err == nil {
+			return done.OutboxIDs, outcomeDone
+		}
+		switch {
+		case errors.Is(err, store.ErrLeaseLost):
+			return nil, outcomeLost
+		case !errors.Is(err, store.ErrUnavailable):
+			w.log.ErrorContext(ctx, "commit event", slog.Int64("event", c.EventID), slog.Any("err", err))
+			return nil, outcomeRetry
+		}
+		w.log.WarnContext(ctx, "commit event: store unavailable; retrying", slog.Int64("event", c.EventID), slog.Any("err", err))
+		if !w.sleep(ctx, retryDelay(failures)) && ctx.Err() != nil {
+			return nil, outcomeRetry
+		}
+	}
+}
+
+// transient logs a store outage met while handling an event; it is handled again later.
+func (b *Bot) transient(ctx context.Context, w *worker, what string, err error) outcome {
+	if errors.Is(err, store.ErrLeaseLost) {
+		return outcomeLost
+	}
+	if ctx.Err() == nil {
+		w.log.WarnContext(ctx, what+": store unavailable; the event will be handled again", slog.Any("err", err))
+	}
+	b.stats.Retries.Add(1)
+	return outcomeRetry
+}
+
+// safely runs fn and returns a description of its panic ("" when it did not panic).
+func (b *Bot) safely(fn func()) (panicked string) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = fmt.Sprintf("panic: %v", r)
+			b.log.Error("panic while handling an event", slog.String("panic", fmt.Sprint(r)), slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	fn()
+	return ""
+}
+
+// fail records a counted failure of it (retried after a pause, parked after MaxAttempts).
+func (b *Bot) fail(ctx context.Context, w *worker, it *item, reason string) outcome {
+	b.stats.Failures.Add(1)
+	if it.attempts+1 >= b.maxAttempts {
+		it.attempts++
+		return b.park(ctx, w, it, reason)
+	}
+	next := b.now().Add(time.Duration(1<<it.attempts) * time.Second)
+	var ev store.InboxEvent
+	err := b.retry(ctx, time.Minute, "record failure", func(ctx context.Context) error {
+		var err error
+		ev, err = b.st.FailEvent(ctx, store.Failure{EventID: it.id, Lease: w.lease, Next: next, Reason: reason, Count: true})
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrLeaseLost):
+		return outcomeLost
+	case err != nil:
+		w.log.WarnContext(ctx, "record failure", slog.Int64("event", it.id), slog.Any("err", err))
+		it.attempts++
+		it.next = next
+		return outcomeFailed
+	}
+	it.attempts, it.next = ev.Attempts, ev.NextAttemptAt
+	w.session = nil // the flow may have left it half changed
+	return outcomeFailed
+}
+
+// park gives up on it: it stays in the inbox, parked with reason, for an operator (packbot
+// events), and the user gets an apology in their language, in the same commit.
+func (b *Bot) park(ctx context.Context, w *worker, it *item, reason string) outcome {
+	lang := ""
+	if s, err := w.loadSession(ctx); err == nil {
+		lang = s.Language
+	}
+	apology := []channel.Outbound{b.text(lang, "PARKED_APOLOGY")}
+	now := b.now()
+	out, err := b.outRows(w.conn, apology, now)
+	if err != nil {
+		return outcomeRetry
+	}
+	ids, o := b.complete(ctx, w, store.Completion{EventID: it.id, Lease: w.lease, TTL: b.leaseTTL, Now: now, Park: reason, Outbox: out})
+	if o != outcomeDone {
+		return o
+	}
+	b.stats.Parked.Add(1)
+	w.log.ErrorContext(ctx, "event parked; list it with `packbot events parked`", slog.Int64("event", it.id), slog.String("kind", it.kind),
+		slog.String("reason", reason))
+	w.session = nil
+	b.deliverOut(ctx, w, apology, ids)
+	return outcomeDone
+}
+
+// text is an outbound text of key in lang.
+func (b *Bot) text(lang, key string) channel.Outbound {
+	return channel.Outbound{Text: &channel.Text{ID: uuid.NewString(), Content: b.flows.Text(lang, key)}}
+}
+
+// menu adds the session's menu to fx when it differs from the last one sent (or the wallet
+// asked for it), and records its digest in the session.
+func (b *Bot) menu(ctx context.Context, s *store.Session, kind string, refresh bool, fx *flows.Effects) {
+	if !b.caps.Menus {
+		return
+	}
+	if refresh && s.Identity != "" {
+		b.flows.InvalidateCounts([]string{s.Identity})
+	}
+	m := b.flows.Menu(ctx, *s)
+	d := menuDigest(m)
+	if d == s.MenuDigest && kind != channel.KindMenuRequested {
+		return
+	}
+	m.ID = uuid.NewString()
+	fx.Out = append(fx.Out, channel.Outbound{Menu: &m})
+	s.MenuDigest = d
+}
+
+func menuDigest(m channel.Menu) string {
+	m.ID = ""
+	raw, _ := json.Marshal(m) // plain strings: cannot fail
+	h := sha256.Sum256(raw)
+	return hex.EncodeToString(h[:12])
+}
+
+// kindOut is the outbox kind of a message to one connection (a [channel.Outbound]).
+const kindOut = "out"
+
+// outRows are the outbox rows of msgs to conn, reserved for the delivering worker.
+func (b *Bot) outRows(conn string, msgs []channel.Outbound, now time.Time) ([]store.OutboxMessage, error) {
+	rows := make([]store.OutboxMessage, 0, len(msgs))
+	for _, o := range msgs {
+		payload, err := json.Marshal(o)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s message: %w", o.Type(), err)
+		}
+		rows = append(rows, store.OutboxMessage{ConnectionID: conn, Kind: kindOut, Payload: payload, CreatedAt: now,
+			NextAttemptAt: now.Add(deliveryLease)})
+	}
+	return rows, nil
+}
+
+// deliverOut sends an event's messages, in order, right after their commit. A message the
+// channel does not take is left to the outbox deliverer, with the ones after it.
+func (b *Bot) deliverOut(ctx context.Context, w *worker, msgs []channel.Outbound, ids []int64) {
+	for i, o := range msgs {
+		if i >= len(ids) {
+			return
+		}
+		err := channel.Send(ctx, b.ch, w.conn, o)
+		switch {
+		case err == nil:
+			b.ack(ids[i])
+			continue
+		case errors.Is(err, channel.ErrUnknownConnection), errors.Is(err, channel.ErrRefused), errors.Is(err, channel.ErrUnsupported):
+			w.log.WarnContext(ctx, "message dropped", slog.String("type", o.Type()), slog.String("id", o.ID()), slog.Any("err", err))
+			b.ack(ids[i])
+			continue
+		}
+		w.log.WarnContext(ctx, "message not delivered; the outbox will retry", slog.String("type", o.Type()), slog.String("id", o.ID()), slog.Any("err", err))
+		next := b.now().Add(5 * time.Second)
+		for _, id := range ids[i:] {
+			if rerr := b.st.RetryOutbox(ctx, id, next, err.Error()); rerr != nil {
+				w.log.WarnContext(ctx, "release outbox message", slog.Int64("id", id), slog.Any("err", rerr))
+			}
+		}
+		return
+	}
+}
+
+// loadSession returns the connection's session, from the worker's cache while it holds the
+// lease (nothing else writes it), else from the store.
+func (w *worker) loadSession(ctx context.Context) (*store.Session, error) {
+	if w.session != nil {
+		return w.session, nil
+	}
+	s, err := w.b.st.GetSession(ctx, w.conn)
+	if errors.Is(err, store.ErrNotFound) {
+		s, err = store.Session{ConnectionID: w.conn}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	w.session = &s
+	return w.session, nil
+}
+
+// journal records the external steps of one event in the inbox before they start.
+type journal struct {
+	b     *Bot
+	w     *worker
+	it    *item
+	steps []flows.Step
+}
+
+// Begin implements flows.Journal.
+func (j *journal) Begin(ctx context.Context, s flows.Step) error {
+	steps := append(slices.Clone(j.steps), s)
+	raw, err := json.Marshal(steps)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if err := j.b.retry(ctx, 30*time.Second, "save steps", func(ctx context.Context) error {
+		return j.b.st.SaveSteps(ctx, j.it.id, j.w.lease, raw)
+	}); err != nil {
+		// The step may have been written after all: handled again, the event is treated as
+		// interrupted, never run twice.
+		j.it.steps = raw
+		return fmt.Errorf("journal %s: %w", s.Kind, err)
+	}
+	j.steps, j.it.steps = steps, raw
+	return nil
+}
+
+func cloneSession(s store.Session) store.Session {
+	s.Roles = slices.Clone(s.Roles)
+	s.Flow = slices.Clone(s.Flow)
+	return s
+}
+
+func sameSession(a, b store.Session) bool {
+	return a.State == b.State && a.Language == b.Language && a.Authenticated == b.Authenticated &&
+		a.Identity == b.Identity && a.DisplayName == b.DisplayName && slices.Equal(a.Roles, b.Roles) &&
+		a.CredentialExpiry.Equal(b.CredentialExpiry) && string(a.Flow) == string(b.Flow) && a.MenuDigest == b.MenuDigest
+}

@@ -1,0 +1,82 @@
+package flows
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/google/uuid"
+
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/store"
+)
+
+// Effects are what the handling of one event wants done. The flows deliver nothing
+// themselves: the bot commits the effects with the event's completion in one transaction
+// (messages through the outbox), then delivers them. Writes that are their own steps — an
+// approval transition with its notices, a sealed credential draft, the directory's roles — are
+// committed by the component that owns them, and are safe to do again.
+type Effects struct {
+	// Out are the messages to the event's connection, in order; each has its id already (a
+	// question's or proof request's id is in the session's dialog state).
+	Out []channel.Outbound
+	// Memory appends and ClearMemory keys (cleared first) of chat memory.
+	Memory      []store.MemoryAppend
+	ClearMemory []string
+	// Audit rows of the tool calls the event made or refused.
+	Audit []store.AuditRecord
+	// DeleteSession: the connection is gone; its session goes with the event.
+	DeleteSession bool
+}
+
+// Step kinds of the [Journal].
+const (
+	// StepToolCall: an MCP tool call (Server, Tool, Fingerprint).
+	StepToolCall = "tool-call"
+	// StepCredentialTest: a test of credentials typed for a user-controlled server (Server).
+	StepCredentialTest = "credential-test"
+)
+
+// Step is external work that must not be done twice, recorded before it starts.
+type Step struct {
+	Kind        string `json:"kind"`
+	Server      string `json:"server,omitempty"`
+	Tool        string `json:"tool,omitempty"`
+	Fingerprint string `json:"fp,omitempty"`
+}
+
+// Journal records steps of the event being handled. Begin returns once the step is durable;
+// its error means the work must not start (the event is handled again later).
+type Journal interface {
+	Begin(ctx context.Context, s Step) error
+}
+
+// Input is one event to handle.
+type Input struct {
+	// Session is the connection's session; Handle changes it in place.
+	Session *store.Session
+	Event   channel.Event
+	// EventID names the event for ids derived from it (an approval request submitted while
+	// handling it gets the same id when the event is handled again). Unique per database.
+	EventID string
+	// Journal records external steps (nil: none are recorded).
+	Journal Journal
+	// Interrupted are the steps an earlier handling of this event began before it was cut off
+	// (a crash): the event is not handled again; the user is told what may or may not have
+	// happened.
+	Interrupted []Step
+}
+
+// newMessageID is the id of an outbound message.
+func newMessageID() string { return uuid.NewString() }
+
+// derivedID is a stable id for what event eventID creates under name.
+func derivedID(eventID, name string) string {
+	h := sha256.Sum256([]byte(eventID + "\x00" + name))
+	return hex.EncodeToString(h[:16])
+}
+
+// nopJournal records nothing.
+type nopJournal struct{}
+
+func (nopJournal) Begin(context.Context, Step) error { return nil }
