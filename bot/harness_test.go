@@ -126,6 +126,13 @@ type harness struct {
 	cat    *i18n.Catalog
 	logs   *syncBuffer
 	stop   func()
+	kr     *secret.Keyring
+	// hook runs before each event is handled (BeforeHandle): a test makes it panic.
+	hook        func(channel.Event)
+	maxAttempts int
+	drain       time.Duration
+	// restored are the wallets of harnessOptions.restore.
+	restored map[string]*channeltest.MemoryWallet
 }
 
 type harnessOptions struct {
@@ -139,6 +146,19 @@ type harnessOptions struct {
 	// oauth adds the server "hr": user-controlled, OAuth 2.1 sign-in at an in-process
 	// authorization server, with the real oauth.Manager and its callback.
 	oauth bool
+	// hook runs before each event is handled.
+	hook func(channel.Event)
+	// bankMiddleware wraps the bank MCP server's handler (to hold a call).
+	bankMiddleware func(http.Handler) http.Handler
+	// maxAttempts is the bot's MaxAttempts (0: its default).
+	maxAttempts int
+	// vaultMiddleware wraps the vault MCP server's handler.
+	vaultMiddleware func(http.Handler) http.Handler
+	// restore are wallets of connections made before (a restart), by connection id, with their
+	// claims: registered on the new channel before the bot starts.
+	restore map[string]map[string]string
+	// drain is the bot's DrainTimeout (0: its default).
+	drain time.Duration
 }
 
 type syncBuffer struct {
@@ -177,7 +197,7 @@ func openStore(t testing.TB, postgres bool) store.Store {
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
-	h := &harness{t: t, logs: &syncBuffer{}}
+	h := &harness{t: t, logs: &syncBuffer{}, hook: o.hook, maxAttempts: o.maxAttempts, drain: o.drain, restored: map[string]*channeltest.MemoryWallet{}}
 	h.st = o.store
 	if h.st == nil {
 		h.st = openStore(t, o.postgres)
@@ -187,10 +207,18 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	}
 	h.llm = agenttest.New(t)
 	h.bank = demoserver.New(&demoserver.Options{Name: "bank"})
-	bankSrv := httptest.NewServer(h.bank.Handler())
+	var bankHandler http.Handler = h.bank.Handler()
+	if o.bankMiddleware != nil {
+		bankHandler = o.bankMiddleware(bankHandler)
+	}
+	bankSrv := httptest.NewServer(bankHandler)
 	t.Cleanup(bankSrv.Close)
 	h.vault = demoserver.New(&demoserver.Options{Name: "vault", Token: vaultToken})
-	vaultSrv := httptest.NewServer(h.vault.Handler())
+	var vaultHandler http.Handler = h.vault.Handler()
+	if o.vaultMiddleware != nil {
+		vaultHandler = o.vaultMiddleware(vaultHandler)
+	}
+	vaultSrv := httptest.NewServer(vaultHandler)
 	t.Cleanup(vaultSrv.Close)
 
 	env := map[string]string{"LLM_URL": h.llm.URL, "BANK_URL": bankSrv.URL + "/mcp", "VAULT_URL": vaultSrv.URL + "/mcp"}
@@ -261,7 +289,8 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := flows.Deps{Pack: p, Catalog: h.cat, Store: h.st, MCP: h.pool, Keyring: kr, CanRequestProof: true, Logger: log,
+	h.ch = channeltest.NewMemory()
+	d := flows.Deps{Pack: p, Catalog: h.cat, Store: h.st, MCP: h.pool, Keyring: kr, Channel: channel.CapabilitiesOf(h.ch), Logger: log,
 		Approvals: h.appr}
 	if om != nil {
 		d.OAuth = om
@@ -275,7 +304,10 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.ch = channeltest.NewMemory()
+	h.kr = kr
+	for conn, claims := range o.restore {
+		h.restored[conn] = h.ch.Restore(conn, claims)
+	}
 	h.start(engine, log)
 	h.waitTools("bank")
 	return h
@@ -301,7 +333,8 @@ func (h *harness) waitTools(server string) {
 // start runs the pool, the bot and the channel until the test ends (or h.stop).
 func (h *harness) start(engine *flows.Engine, log *slog.Logger) {
 	var err error
-	h.bot, err = bot.New(bot.Config{Channel: h.ch, Store: h.st, Flows: engine, Logger: log})
+	h.bot, err = bot.New(bot.Config{Channel: h.ch, Store: h.st, Flows: engine, Logger: log, Keyring: h.kr, BeforeHandle: h.hook,
+		MaxAttempts: h.maxAttempts, DrainTimeout: h.drain})
 	if err != nil {
 		h.t.Fatal(err)
 	}

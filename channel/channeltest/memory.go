@@ -75,11 +75,25 @@ func (m *Memory) deliver(ctx context.Context, e channel.Event) error {
 
 // Connect connects a new wallet holding a credential with claims.
 func (m *Memory) Connect(ctx context.Context, claims map[string]string) (*MemoryWallet, error) {
-	w := &MemoryWallet{m: m, conn: m.id("conn"), claims: claims, proofs: make(map[string]string)}
 	m.mu.Lock()
+	conn := m.id("conn")
+	for m.wallets[conn] != nil { // taken by Restore
+		conn = m.id("conn")
+	}
+	w := &MemoryWallet{m: m, conn: conn, claims: claims, proofs: make(map[string]string)}
 	m.wallets[w.conn] = w
 	m.mu.Unlock()
 	return w, m.deliver(ctx, channel.ConnectionReady{Conn: w.conn, Label: claims["name"]})
+}
+
+// Restore registers the wallet of a connection made before (the bot restarts on the same store
+// and the wallet is still there): messages to conn reach it; no event is delivered.
+func (m *Memory) Restore(conn string, claims map[string]string) *MemoryWallet {
+	w := &MemoryWallet{m: m, conn: conn, claims: claims, proofs: make(map[string]string)}
+	m.mu.Lock()
+	m.wallets[conn] = w
+	m.mu.Unlock()
+	return w
 }
 
 func (m *Memory) wallet(conn string) (*MemoryWallet, error) {

@@ -46,13 +46,12 @@ func newBot(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secr
 		log.WarnContext(ctx, "no language model configured: the bot answers commands only",
 			slog.String("fix", "set OPENAI_API_KEY (or llm.baseUrl), ANTHROPIC_API_KEY or OLLAMA_ENDPOINT for the pack's llm.provider "+p.LLM.Provider))
 	}
-	_, canProof := ch.(channel.ProofRequester)
 	appr, err := approvals.New(approvals.Config{Store: st, Pack: p, MCP: pool, Logger: log, Kick: n.kick,
 		BadgesChanged: n.badgesChanged, SweepEvery: sweepEvery})
 	if err != nil {
 		return nil, nil, err
 	}
-	d := flows.Deps{Pack: p, Catalog: cat, Store: st, MCP: pool, Model: model, Keyring: kr, CanRequestProof: canProof, Logger: log,
+	d := flows.Deps{Pack: p, Catalog: cat, Store: st, MCP: pool, Model: model, Keyring: kr, Channel: channel.CapabilitiesOf(ch), Logger: log,
 		Approvals: appr}
 	if om != nil {
 		d.OAuth = om
@@ -61,7 +60,7 @@ func newBot(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secr
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := bot.New(bot.Config{Channel: ch, Store: st, Flows: engine, Logger: log})
+	b, err := bot.New(bot.Config{Channel: ch, Store: st, Flows: engine, Logger: log, Keyring: kr})
 	return b, appr, err
 }
 

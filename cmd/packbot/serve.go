@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/packbot/packbot/bot"
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/didcomm"
 	"github.com/packbot/packbot/packs"
@@ -121,7 +123,7 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 		}
 	}()
 
-	mux := newHTTPHandler(st, p, log)
+	mux, reg := newHTTPHandler(st, p, log)
 	if m, ok := oc.ch.(channel.HTTPMounter); ok {
 		m.Mount(mux)
 	}
@@ -136,6 +138,7 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 		return err
 	}
 	notices.set(b)
+	registerBotMetrics(reg, b.Stats())
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -234,7 +237,7 @@ func printInvitation(ctx context.Context, a *app, invitation func(context.Contex
 
 // newHTTPHandler serves the operational endpoints; the wallet channel (the DIDComm inbound
 // endpoint, the VS Agent webhooks) and later OAuth callbacks mount on the same mux.
-func newHTTPHandler(st store.Store, p *packs.Pack, log *slog.Logger) *http.ServeMux {
+func newHTTPHandler(st store.Store, p *packs.Pack, log *slog.Logger) (*http.ServeMux, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -270,7 +273,29 @@ func newHTTPHandler(st store.Store, p *packs.Pack, log *slog.Logger) *http.Serve
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return mux
+	return mux, reg
+}
+
+// registerBotMetrics exposes the event pipeline's counters.
+func registerBotMetrics(reg *prometheus.Registry, s *bot.Stats) {
+	counters := []struct {
+		name, help string
+		v          *atomic.Int64
+	}{
+		{"packbot_events_accepted_total", "Inbound events committed to the inbox (then acknowledged).", &s.Accepted},
+		{"packbot_events_duplicate_total", "Inbound events recognised as redeliveries (acknowledged, not stored again).", &s.Duplicates},
+		{"packbot_events_refused_total", "Inbound events not accepted (the store was unreachable): not acknowledged.", &s.Refused},
+		{"packbot_events_completed_total", "Events handled and committed with their effects.", &s.Completed},
+		{"packbot_events_retries_total", "Event handlings put off because the store was unreachable.", &s.Retries},
+		{"packbot_events_failures_total", "Event handlings that failed (a panic, an error) and will be retried.", &s.Failures},
+		{"packbot_events_parked_total", "Events parked after too many failures (packbot events parked).", &s.Parked},
+		{"packbot_connection_leases_taken_total", "Connection leases this replica took.", &s.Takeovers},
+	}
+	for _, c := range counters {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, func() float64 { return float64(c.v.Load()) }))
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "packbot_connection_workers",
+		Help: "Connections this replica is handling now."}, func() float64 { return float64(s.Workers.Load()) }))
 }
 
 // checkKeyring returns the keyring of MCP_CONFIG_ENCRYPTION_KEY, or says at start why per-user
