@@ -92,8 +92,6 @@ func New(cfg Config) (*Service, error) {
 
 // Request is a call whose decision is APPROVAL, to submit.
 type Request struct {
-	// ID, when set, is the request's id (TEMP: lead's stand-in until the store branch lands).
-	ID        string
 	Caller    rbac.Caller
 	Conn      string
 	Lang      string
@@ -197,7 +195,7 @@ func (s *Service) Decide(ctx context.Context, approver rbac.Caller, id string, a
 	if approve {
 		v.Decision = store.VoteApprove
 	}
-	a, err = s.st.VoteApproval(ctx, id, v, s.lease(a), nil)
+	a, err = s.st.VoteApproval(ctx, id, v, s.lease(a))
 	if err != nil {
 		return a, fmt.Errorf("decide approval %s: %w", id, err)
 	}
@@ -295,7 +293,7 @@ func (s *Service) requester(ctx context.Context, identity string) (rbac.Caller, 
 
 // Cancel cancels requester's own pending request.
 func (s *Service) Cancel(ctx context.Context, requester, id string) (store.Approval, error) {
-	a, err := s.st.CancelApproval(ctx, id, requester, s.now(), nil)
+	a, err := s.st.CancelApproval(ctx, id, requester, s.now())
 	if err != nil {
 		return a, fmt.Errorf("cancel approval %s: %w", id, err)
 	}
@@ -353,7 +351,7 @@ func (s *Service) Run(ctx context.Context) error {
 // Sweep does one round of Run's work.
 func (s *Service) Sweep(ctx context.Context) {
 	now := s.now()
-	expired, err := s.st.ExpireApprovals(ctx, now, 100, nil)
+	expired, err := s.st.ExpireApprovals(ctx, now, 100)
 	if err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "expire approvals", slog.Any("err", err))
 	}
@@ -362,7 +360,7 @@ func (s *Service) Sweep(ctx context.Context) {
 		s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_EXPIRED", Args: []string{"tool", a.Tool}})
 		s.badge(ctx, append([]string{a.Requester}, s.approvers(ctx, a)...))
 	}
-	interrupted, err := s.st.InterruptExecutions(ctx, now, 100, nil)
+	interrupted, err := s.st.InterruptExecutions(ctx, now, 100)
 	if err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "interrupt executions", slog.Any("err", err))
 	}
