@@ -83,7 +83,7 @@ func BenchmarkApprovalLifecycle(b *testing.B) {
 				if err := db.CreateApproval(ctx, a); err != nil {
 					return err
 				}
-				got, err := db.VoteApproval(ctx, id, store.Vote{Approver: "bob", Decision: store.VoteApprove, At: now}, time.Minute)
+				got, err := db.VoteApproval(ctx, id, store.Vote{Approver: "bob", Decision: store.VoteApprove, At: now}, time.Minute, nil)
 				if err != nil {
 					return err
 				}
