@@ -119,4 +119,7 @@ func (b pgBus) Publish(ctx context.Context, n store.Notification) error {
 	return nil
 }
 
-var _ store.Bus = pgBus{}
+var (
+	_ store.Bus         = pgBus{}
+	_ store.BusProvider = (*DB)(nil)
+)

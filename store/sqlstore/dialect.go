@@ -36,8 +36,8 @@ var (
 
 // rebind turns a query written for PostgreSQL into this dialect's. It is the one place where
 // SQL is rewritten: for SQLite, "$N" becomes "?N" (so a parameter may be used more than once),
-// and row-locking clauses ("FOR UPDATE", "FOR SHARE", "FOR UPDATE SKIP LOCKED") are removed, because SQLite
-// has a single writer and every write transaction takes the write lock when it begins.
+// and row-locking clauses ("FOR UPDATE", "FOR SHARE", "FOR UPDATE SKIP LOCKED") are removed,
+// because SQLite has a single writer and every write transaction takes the write lock when it begins.
 func (d *dialect) rebind(query string) string {
 	if d.name != sqlite {
 		return query
