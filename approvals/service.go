@@ -92,6 +92,10 @@ func New(cfg Config) (*Service, error) {
 
 // Request is a call whose decision is APPROVAL, to submit.
 type Request struct {
+	// ID, when set, is the request's id (otherwise a random one is made). The caller derives it
+	// from what caused the request (the inbound event being handled), so that handling that
+	// event again after a crash finds the request instead of creating a second one.
+	ID        string
 	Caller    rbac.Caller
 	Conn      string
 	Lang      string
@@ -113,7 +117,9 @@ func Fingerprint(server, tool string, canonicalArgs []byte, requester string, p 
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Submit stores a PENDING request and notifies the requester and the approvers.
+// Submit stores a PENDING request and, in the same transaction, the notices to the requester
+// and the approvers. A replayed Submit (same ID, same requester) returns the stored request and
+// notifies nobody again.
 func (s *Service) Submit(ctx context.Context, r Request) (store.Approval, error) {
 	if r.Policy == nil {
 		return store.Approval{}, errors.New("submit approval: no policy")
@@ -125,26 +131,42 @@ func (s *Service) Submit(ctx context.Context, r Request) (store.Approval, error)
 	}
 	tool, _ := s.lookup(r.Server, r.Tool)
 	a := store.Approval{
-		ID: newID(), Server: r.Server, Tool: r.Tool, Arguments: []byte(r.Arguments), // exactly as asked
+		ID: r.ID, Server: r.Server, Tool: r.Tool, Arguments: []byte(r.Arguments), // exactly as asked
 		Fingerprint: Fingerprint(r.Server, r.Tool, CanonicalJSON(r.Arguments), r.Caller.Identity, r.Policy),
 		Description: tool.Description, Requester: r.Caller.Identity, RequesterName: r.Caller.DisplayName,
 		RequesterConn: r.Conn, RequesterLang: r.Lang, ApproverRoles: slices.Clone(r.Policy.Approvers),
 		Quorum: max(r.Policy.Quorum, 1), AllowSelf: r.Policy.AllowSelfApproval,
 		CreatedAt: now, ExpiresAt: now.Add(timeout),
 	}
+	if a.ID == "" {
+		a.ID = newID()
+	}
 	if len(a.Arguments) == 0 {
 		a.Arguments = []byte("{}")
 	}
-	if err := s.st.CreateApproval(ctx, a); err != nil {
+	approvers := s.approvers(ctx, a)
+	notices := []store.OutboxMessage{notice(a.Requester, i18n.Message{Key: "APPROVAL_SUBMITTED", Args: []string{"tool", a.Tool, "id", short(a.ID)}})}
+	for _, id := range approvers {
+		notices = append(notices, notice(id, i18n.Message{Key: "APPROVAL_NEW", Args: []string{"requester", name(a), "tool", a.Tool, "server", a.Server, "summary", s.Summary(a)}}))
+	}
+	err := s.st.CreateApproval(ctx, a, notices...)
+	if errors.Is(err, store.ErrConflict) {
+		// A replay: the request and its notices were committed by the first Submit.
+		prev, gerr := s.st.GetApproval(ctx, a.ID)
+		switch {
+		case gerr != nil:
+			return store.Approval{}, fmt.Errorf("submit approval %s again: %w", a.ID, gerr)
+		case prev.Requester != a.Requester:
+			return store.Approval{}, fmt.Errorf("submit approval: %w", err) // someone else's id
+		}
+		return prev, nil
+	}
+	if err != nil {
 		return store.Approval{}, fmt.Errorf("submit approval: %w", err)
 	}
 	s.log.InfoContext(ctx, "approval requested", slog.String("id", a.ID), slog.String("requester", a.Requester),
 		slog.String("server", a.Server), slog.String("tool", a.Tool), slog.String("fingerprint", a.Fingerprint))
-	approvers := s.approvers(ctx, a)
-	s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_SUBMITTED", Args: []string{"tool", a.Tool, "id", short(a.ID)}})
-	for _, id := range approvers {
-		s.notify(ctx, id, i18n.Message{Key: "APPROVAL_NEW", Args: []string{"requester", name(a), "tool", a.Tool, "server", a.Server, "summary", s.Summary(a)}})
-	}
+	s.kickAll(notices)
 	s.badge(ctx, append([]string{a.Requester}, approvers...))
 	return a, nil
 }
@@ -195,25 +217,32 @@ func (s *Service) Decide(ctx context.Context, approver rbac.Caller, id string, a
 	if approve {
 		v.Decision = store.VoteApprove
 	}
-	a, err = s.st.VoteApproval(ctx, id, v, s.lease(a))
+	// The approvers are looked up before the vote's transaction; the notices closure only
+	// reads what it captured (it may run more than once).
+	approvers := s.approvers(ctx, a)
+	notices := func(a store.Approval) []store.OutboxMessage {
+		var ms []store.OutboxMessage
+		switch a.Status {
+		case store.ApprovalRejected:
+			ms = append(ms, notice(a.Requester, i18n.Message{Key: "APPROVAL_REJECTED", Args: []string{"tool", a.Tool, "approver", approverName(approver)}}))
+		case store.ApprovalApproved:
+			for _, other := range approvers {
+				if other != approver.Identity {
+					ms = append(ms, notice(other, i18n.Message{Key: "APPROVAL_APPROVED_OTHERS", Args: []string{"requester", name(a), "tool", a.Tool, "approver", approverName(approver)}}))
+				}
+			}
+		}
+		return ms
+	}
+	a, err = s.st.VoteApproval(ctx, id, v, s.lease(a), notices)
 	if err != nil {
 		return a, fmt.Errorf("decide approval %s: %w", id, err)
 	}
 	s.log.InfoContext(ctx, "approval vote", slog.String("id", id), slog.String("approver", approver.Identity),
 		slog.String("decision", v.Decision), slog.String("status", a.Status))
-	approvers := s.approvers(ctx, a)
-	switch a.Status {
-	case store.ApprovalRejected:
-		s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_REJECTED", Args: []string{"tool", a.Tool, "approver", approverName(approver)}})
-	case store.ApprovalApproved:
-		for _, other := range approvers {
-			if other != approver.Identity {
-				s.notify(ctx, other, i18n.Message{Key: "APPROVAL_APPROVED_OTHERS", Args: []string{"requester", name(a), "tool", a.Tool, "approver", approverName(approver)}})
-			}
-		}
-		if a.Exec == store.ExecClaimed {
-			a = s.execute(ctx, a, approverName(approver))
-		}
+	s.kickAll(notices(a))
+	if a.Status == store.ApprovalApproved && a.Exec == store.ExecClaimed {
+		a = s.execute(ctx, a, approverName(approver))
 	}
 	s.badge(ctx, append([]string{a.Requester, approver.Identity}, approvers...))
 	return a, nil
@@ -291,16 +320,25 @@ func (s *Service) requester(ctx context.Context, identity string) (rbac.Caller, 
 	return rbac.Caller{Identity: identity, DisplayName: id.DisplayName, Roles: id.Roles, Authenticated: true}, true
 }
 
-// Cancel cancels requester's own pending request.
+// Cancel cancels requester's own pending request; the approvers' notices commit with it.
 func (s *Service) Cancel(ctx context.Context, requester, id string) (store.Approval, error) {
-	a, err := s.st.CancelApproval(ctx, id, requester, s.now())
+	a, err := s.st.GetApproval(ctx, id)
 	if err != nil {
 		return a, fmt.Errorf("cancel approval %s: %w", id, err)
 	}
 	approvers := s.approvers(ctx, a)
-	for _, other := range approvers {
-		s.notify(ctx, other, i18n.Message{Key: "APPROVAL_CANCELLED", Args: []string{"requester", name(a), "tool", a.Tool}})
+	notices := func(a store.Approval) []store.OutboxMessage {
+		ms := make([]store.OutboxMessage, 0, len(approvers))
+		for _, other := range approvers {
+			ms = append(ms, notice(other, i18n.Message{Key: "APPROVAL_CANCELLED", Args: []string{"requester", name(a), "tool", a.Tool}}))
+		}
+		return ms
 	}
+	a, err = s.st.CancelApproval(ctx, id, requester, s.now(), notices)
+	if err != nil {
+		return a, fmt.Errorf("cancel approval %s: %w", id, err)
+	}
+	s.kickAll(notices(a))
 	s.badge(ctx, append([]string{a.Requester}, approvers...))
 	return a, nil
 }
@@ -348,25 +386,31 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
-// Sweep does one round of Run's work.
+// Sweep does one round of Run's work. Each sweep's notices commit with its transitions.
 func (s *Service) Sweep(ctx context.Context) {
 	now := s.now()
-	expired, err := s.st.ExpireApprovals(ctx, now, 100)
+	expiredNotice := func(a store.Approval) []store.OutboxMessage {
+		return []store.OutboxMessage{notice(a.Requester, i18n.Message{Key: "APPROVAL_EXPIRED", Args: []string{"tool", a.Tool}})}
+	}
+	expired, err := s.st.ExpireApprovals(ctx, now, 100, expiredNotice)
 	if err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "expire approvals", slog.Any("err", err))
 	}
 	for _, a := range expired {
 		s.log.InfoContext(ctx, "approval expired", slog.String("id", a.ID))
-		s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_EXPIRED", Args: []string{"tool", a.Tool}})
+		s.kickAll(expiredNotice(a))
 		s.badge(ctx, append([]string{a.Requester}, s.approvers(ctx, a)...))
 	}
-	interrupted, err := s.st.InterruptExecutions(ctx, now, 100)
+	interruptedNotice := func(a store.Approval) []store.OutboxMessage {
+		return []store.OutboxMessage{notice(a.Requester, i18n.Message{Key: "APPROVAL_INTERRUPTED", Args: []string{"tool", a.Tool}})}
+	}
+	interrupted, err := s.st.InterruptExecutions(ctx, now, 100, interruptedNotice)
 	if err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "interrupt executions", slog.Any("err", err))
 	}
 	for _, a := range interrupted {
 		s.log.WarnContext(ctx, "approved execution interrupted; it will not run again", slog.String("id", a.ID))
-		s.notify(ctx, a.Requester, i18n.Message{Key: "APPROVAL_INTERRUPTED", Args: []string{"tool", a.Tool}})
+		s.kickAll(interruptedNotice(a))
 	}
 }
 
@@ -376,13 +420,11 @@ func notice(identity string, m i18n.Message) store.OutboxMessage {
 	return store.OutboxMessage{Identity: identity, Kind: i18n.MessageKind, Payload: payload}
 }
 
-// notify puts m in identity's outbox and asks for delivery.
-func (s *Service) notify(ctx context.Context, identity string, m i18n.Message) {
-	if _, err := s.st.EnqueueOutbox(ctx, notice(identity, m)); err != nil {
-		s.log.ErrorContext(ctx, "notice not queued", slog.String("identity", identity), slog.String("key", m.Key), slog.Any("err", err))
-		return
+// kickAll asks for the delivery of committed notices.
+func (s *Service) kickAll(ms []store.OutboxMessage) {
+	for _, m := range ms {
+		s.kick(m.Identity)
 	}
-	s.kick(identity)
 }
 
 func (s *Service) audit(ctx context.Context, r store.AuditRecord) {

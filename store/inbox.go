@@ -76,7 +76,8 @@ type Accept struct {
 	// Holder, when set, asks for the connection's lease for Holder if it can be taken: no lease,
 	// an expired one, one held by a holder that is not alive (see [Inbox.Heartbeat]), or one
 	// held by Holder itself (taken again: a new epoch). Leave it empty when the caller already
-	// holds the lease and has a worker running for the connection.
+	// holds the lease and has a worker running for the connection: the lease is then only
+	// reported, and no wake-up is published.
 	Holder string
 	// TTL is the lease's lifetime when taken (required with Holder).
 	TTL time.Duration
@@ -168,7 +169,10 @@ type ParkedQuery struct {
 // Inbox is the durable queue of inbound events and the per-connection leases that order their
 // handling. All methods are safe for concurrent use by many goroutines and by several processes
 // sharing the database. Fenced methods return [ErrLeaseLost] (and write nothing) when the
-// lease they name is no longer held at that epoch.
+// lease they name is no longer held at that epoch. A lease that expired but that nobody took
+// over is still held: its holder's fenced writes succeed until another holder takes it. Epochs
+// of a connection only grow, across releases too, so a fencing token is never handed out
+// twice.
 type Inbox interface {
 	// AcceptEvent stores a pending event unless its (ConnectionID, Key) was seen, and handles
 	// the connection's lease as [Accept] says, in one transaction (one round trip where the
@@ -190,26 +194,36 @@ type Inbox interface {
 	// SaveSteps replaces the event's journal (fenced). It returns once the journal is durable.
 	SaveSteps(ctx context.Context, eventID int64, l Lease, steps []byte) error
 	// CompleteEvent commits c in one transaction (fenced); the event becomes EventDone (its
-	// payload and journal dropped) or EventParked (kept, with c.Park as LastError).
+	// payload and journal dropped) or EventParked (kept, with c.Park as LastError). When the
+	// lease is held but the event is not a pending event of its connection (done already, as
+	// when a completion is retried after its commit's reply was lost; parked; unknown) it
+	// returns ErrNotFound and writes nothing. Memory appends to one key are merged (entries in
+	// order, the last Keep); a key both cleared and appended to keeps numbering its entries
+	// after the forgotten ones, while a key only cleared starts again from 1.
 	CompleteEvent(ctx context.Context, c Completion) (Completed, error)
 	// FailEvent records a failed handling (fenced): LastError, NextAttemptAt and, with Count,
 	// Attempts + 1. The event stays pending and the lease stays with the caller.
 	FailEvent(ctx context.Context, f Failure) (InboxEvent, error)
-	// ClaimableConnections returns up to limit connections that have a pending event due by now
-	// and whose lease is free, expired, or held by a holder that is not alive: the ones a
-	// replica should take over (a crash, a lost notification). Oldest pending event first.
+	// ClaimableConnections returns up to limit (<= 0: 100) connections that have a pending
+	// event due by now and whose lease is free, expired, or held by a holder that is not alive:
+	// the ones a replica should take over (a crash, a lost notification). Oldest due pending
+	// event first.
 	ClaimableConnections(ctx context.Context, now time.Time, limit int) ([]string, error)
 	// ListParked returns parked events, oldest first, with payloads and reasons.
 	ListParked(ctx context.Context, q ParkedQuery) ([]InboxEvent, error)
-	// ReplayParked makes a parked event pending again (Attempts 0, due now); ErrNotFound when no
-	// parked event has that id. The connection's next handling takes it, in ID order.
+	// ReplayParked makes a parked event pending again (Attempts 0, due now, LastError kept until
+	// the next failure replaces it); ErrNotFound when no parked event has that id. The
+	// connection's next handling takes it, in ID order: it keeps its ID, older than the events
+	// handled since, so a worker finds it with PendingEvents(conn, 0, …), not after its last ID.
+	// No wake-up is published: a connection without a live lease becomes claimable.
 	ReplayParked(ctx context.Context, eventID int64, now time.Time) (InboxEvent, error)
 	// PurgeInbox deletes done events completed before before (their Keys no longer recognise
 	// redeliveries) and returns how many.
 	PurgeInbox(ctx context.Context, before time.Time) (int, error)
 	// Heartbeat says holder is alive until now + ttl; a holder whose heartbeat ran out is dead,
-	// and its leases may be taken at once (not only when they expire). Replicas beat more often
-	// than ttl. ForgetHolder removes a holder's heartbeat and leases (a clean shutdown).
+	// and its leases may be taken at once (not only when they expire). A holder that never beat
+	// is alive until its leases expire. Replicas beat more often than ttl. ForgetHolder removes
+	// a holder's heartbeat and releases its leases (a clean shutdown).
 	Heartbeat(ctx context.Context, holder string, ttl time.Duration, now time.Time) error
 	ForgetHolder(ctx context.Context, holder string) error
 }
@@ -233,7 +247,9 @@ type Notification struct {
 
 // Bus carries notifications between the replicas sharing a database (PostgreSQL
 // LISTEN/NOTIFY). A store whose database serves one process only (SQLite) has no bus; the
-// caller checks with a type assertion.
+// caller asks with a type assertion to [BusProvider]. Notifications are best-effort wake-ups
+// (a listener that is reconnecting misses them): the inbox's state, not the bus, is the truth,
+// and ClaimableConnections and PendingEvents find whatever a lost notification was about.
 type Bus interface {
 	// Listen calls fn for every notification to holder or to every replica, until ctx is done
 	// (then it returns nil) or the listening connection fails (then it returns the error; the
@@ -243,4 +259,11 @@ type Bus interface {
 	// Publish sends n (committed at once; [Inbox.AcceptEvent] publishes its own wake-ups in its
 	// transaction). Payloads are at most 7,000 bytes.
 	Publish(ctx context.Context, n Notification) error
+}
+
+// BusProvider is implemented by stores that may have a [Bus]: Bus returns it and true when
+// the database is shared by replicas (PostgreSQL), nil and false otherwise (SQLite). The bus
+// is a separate value so that a store without one never satisfies [Bus] by accident.
+type BusProvider interface {
+	Bus() (Bus, bool)
 }

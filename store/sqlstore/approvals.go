@@ -39,12 +39,7 @@ const (
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, ` + sqlPending + `, $14, $15)`
 	// qInsertApprovalRoles is followed by one "($1, $N)" per role.
 	qInsertApprovalRoles = `INSERT INTO approval_roles (approval_id, role) VALUES `
-	// qCreateApprovalPostgres writes the request and its roles in one statement (one round trip
-	// instead of four); it is followed by one "($N::text)" per role and ") AS r (role)".
-	qCreateApprovalPostgres = `WITH a AS (` + qCreateApproval + ` RETURNING id)
-	INSERT INTO approval_roles (approval_id, role) SELECT a.id, r.role FROM a, (VALUES `
-
-	qGetApproval = `SELECT ` + approvalColumns + `, ` + voteColumns + ` FROM approvals a
+	qGetApproval         = `SELECT ` + approvalColumns + `, ` + voteColumns + ` FROM approvals a
 	LEFT JOIN approval_votes v ON v.approval_id = a.id WHERE a.id = $1 ORDER BY v.seq`
 	// qApprovalState tells why a conditional update matched no row.
 	qApprovalState = `SELECT requester, status, exec FROM approvals WHERE id = $1`
@@ -126,16 +121,18 @@ type approvalRow struct {
 	votes int
 }
 
-// CreateApproval stores a new PENDING request and indexes its approver roles. CreatedAt
-// defaults to the store's clock; ID and ExpiresAt are required, and Quorum must be at least 1.
-func (db *DB) CreateApproval(ctx context.Context, a store.Approval) error {
-	if err := db.createApproval(ctx, a); err != nil {
+// CreateApproval stores a new PENDING request, indexes its approver roles and puts notices in
+// the outbox, all or nothing: on PostgreSQL in one statement, on SQLite in one transaction.
+// CreatedAt defaults to the store's clock; ID and ExpiresAt are required, and Quorum must be at
+// least 1.
+func (db *DB) CreateApproval(ctx context.Context, a store.Approval, notices ...store.OutboxMessage) error {
+	if err := db.createApproval(ctx, a, notices); err != nil {
 		return fmt.Errorf("create approval %s: %w", a.ID, err)
 	}
 	return nil
 }
 
-func (db *DB) createApproval(ctx context.Context, a store.Approval) error {
+func (db *DB) createApproval(ctx context.Context, a store.Approval, notices []store.OutboxMessage) error {
 	switch {
 	case a.ID == "":
 		return errors.New("no id")
@@ -144,9 +141,10 @@ func (db *DB) createApproval(ctx context.Context, a store.Approval) error {
 	case a.ExpiresAt.IsZero():
 		return errors.New("no expiry")
 	}
+	now := db.stamp()
 	created := a.CreatedAt
 	if created.IsZero() {
-		created = db.stamp()
+		created = now
 	}
 	roles, err := stringsArg(a.ApproverRoles)
 	if err != nil {
@@ -156,21 +154,39 @@ func (db *DB) createApproval(ctx context.Context, a store.Approval) error {
 		a.RequesterName, a.RequesterConn, a.RequesterLang, roles, a.Quorum, a.AllowSelf, millis(created), millis(a.ExpiresAt)}
 	// The index needs each role once; the row keeps the list as given.
 	indexed := slices.Compact(slices.Sorted(slices.Values(a.ApproverRoles)))
-	if len(indexed) == 0 {
+	if len(indexed) == 0 && len(notices) == 0 {
 		_, err := db.conn().exec(ctx, qCreateApproval, args...)
 		return err
 	}
 	if db.d.name == postgres {
+		// One statement: the request, then its roles and notices reading its RETURNING, so
+		// that a duplicate id (a unique violation) fails the whole statement.
 		var q strings.Builder
-		q.WriteString(qCreateApprovalPostgres)
-		for i, r := range indexed {
-			if i > 0 {
-				q.WriteString(", ")
+		q.WriteString(`WITH a AS (` + qCreateApproval + ` RETURNING id)`)
+		if len(indexed) > 0 {
+			q.WriteString(`, r AS (INSERT INTO approval_roles (approval_id, role) SELECT a.id, r.role FROM a, (VALUES `)
+			for i, r := range indexed {
+				if i > 0 {
+					q.WriteString(", ")
+				}
+				args = append(args, r)
+				fmt.Fprintf(&q, "($%d::text)", len(args))
 			}
-			args = append(args, r)
-			fmt.Fprintf(&q, "($%d::text)", len(args))
+			q.WriteString(") AS r (role))")
 		}
-		q.WriteString(") AS r (role)")
+		if len(notices) > 0 {
+			rows, err := jsonList(outboxRows(now, notices))
+			if err != nil {
+				return err
+			}
+			args = append(args, rows)
+			fmt.Fprintf(&q, `, o AS (INSERT INTO outbox (identity, connection_id, kind, payload, created_at, next_attempt_at,
+		attempts, last_error)
+	SELECT o.identity, o.conn, o.kind, o.payload::json, o.created, o.next, 0, ''
+	FROM a, json_to_recordset($%d::json) AS o(i int, identity text, conn text, kind text, payload text, created bigint, next bigint)
+	ORDER BY o.i)`, len(args))
+		}
+		q.WriteString(` SELECT 1 FROM a`)
 		_, err := db.conn().exec(ctx, q.String(), args...)
 		return err
 	}
@@ -178,17 +194,22 @@ func (db *DB) createApproval(ctx context.Context, a store.Approval) error {
 		if _, err := c.exec(ctx, qCreateApproval, args...); err != nil {
 			return err
 		}
-		var q strings.Builder
-		q.WriteString(qInsertApprovalRoles)
-		roleArgs := []any{a.ID}
-		for i, r := range indexed {
-			if i > 0 {
-				q.WriteString(", ")
+		if len(indexed) > 0 {
+			var q strings.Builder
+			q.WriteString(qInsertApprovalRoles)
+			roleArgs := []any{a.ID}
+			for i, r := range indexed {
+				if i > 0 {
+					q.WriteString(", ")
+				}
+				roleArgs = append(roleArgs, r)
+				fmt.Fprintf(&q, "($1, $%d)", len(roleArgs))
 			}
-			roleArgs = append(roleArgs, r)
-			fmt.Fprintf(&q, "($1, $%d)", len(roleArgs))
+			if _, err := c.exec(ctx, q.String(), roleArgs...); err != nil {
+				return err
+			}
 		}
-		_, err := c.exec(ctx, q.String(), roleArgs...)
+		_, err := enqueueAll(ctx, c, now, notices)
 		return err
 	})
 }
@@ -208,16 +229,17 @@ func (db *DB) GetApproval(ctx context.Context, id string) (store.Approval, error
 // VoteApproval records v and, when v resolves the request, resolves it (claiming the
 // execution on approval), all in one conditional update: see qVoteApproval. On PostgreSQL the
 // update and the vote's insert are one statement; on SQLite they run in one transaction, which
-// holds the database's write lock from its start. v.At defaults to the store's clock.
-func (db *DB) VoteApproval(ctx context.Context, id string, v store.Vote, lease time.Duration) (store.Approval, error) {
-	a, err := db.voteApproval(ctx, id, v, lease)
+// holds the database's write lock from its start. With notices, the vote and the notices commit
+// in one transaction. v.At defaults to the store's clock.
+func (db *DB) VoteApproval(ctx context.Context, id string, v store.Vote, lease time.Duration, notices func(store.Approval) []store.OutboxMessage) (store.Approval, error) {
+	a, err := db.voteApproval(ctx, id, v, lease, notices)
 	if err != nil {
 		return store.Approval{}, fmt.Errorf("vote on approval %s: %w", id, err)
 	}
 	return a, nil
 }
 
-func (db *DB) voteApproval(ctx context.Context, id string, v store.Vote, lease time.Duration) (store.Approval, error) {
+func (db *DB) voteApproval(ctx context.Context, id string, v store.Vote, lease time.Duration, notices func(store.Approval) []store.OutboxMessage) (store.Approval, error) {
 	if v.Decision != store.VoteApprove && v.Decision != store.VoteReject {
 		return store.Approval{}, fmt.Errorf("decision %q, want %q or %q", v.Decision, store.VoteApprove, store.VoteReject)
 	}
@@ -229,19 +251,41 @@ func (db *DB) voteApproval(ctx context.Context, id string, v store.Vote, lease t
 	}
 	v.At = fromMillis(millis(v.At)) // as stored
 	args := []any{id, v.Approver, v.Decision, millis(v.At), millis(v.At.Add(lease))}
+	// vote runs the vote on c (on SQLite, inside a transaction).
+	vote := func(c conn) ([]approvalRow, error) {
+		if db.d.name == postgres {
+			rs, err := queryApprovals(ctx, c, qVoteApprovalPostgres, args...)
+			if err == nil && len(rs) == 1 {
+				rs[0].a.Votes = append(rs[0].a.Votes, v) // the earlier votes the join saw, then this one
+			}
+			return rs, err
+		}
+		rs, err := query(ctx, c, scanApprovalRow, qVoteApproval, args...)
+		if err != nil || len(rs) == 0 {
+			return rs, err
+		}
+		_, err = c.exec(ctx, qInsertVote, id, v.Approver, rs[0].votes, v.Decision, millis(v.At))
+		return rs, err
+	}
 	var rs []approvalRow
 	var err error
-	if db.d.name == postgres {
-		if rs, err = queryApprovals(ctx, db.conn(), qVoteApprovalPostgres, args...); err == nil && len(rs) == 1 {
-			rs[0].a.Votes = append(rs[0].a.Votes, v) // the earlier votes the join saw, then this one
-		}
+	if notices == nil && db.d.name == postgres {
+		rs, err = vote(db.conn()) // one statement
 	} else {
 		err = db.tx(ctx, func(c conn) error {
 			var err error
-			if rs, err = query(ctx, c, scanApprovalRow, qVoteApproval, args...); err != nil || len(rs) == 0 {
+			if rs, err = vote(c); err != nil || len(rs) == 0 {
 				return err
 			}
-			_, err = c.exec(ctx, qInsertVote, id, v.Approver, rs[0].votes, v.Decision, millis(v.At))
+			if notices == nil {
+				return nil
+			}
+			// A later statement of the transaction sees every vote numbered before this one
+			// (they committed before the row lock was granted) and this one.
+			if err := completeVotes(ctx, c, rs); err != nil {
+				return err
+			}
+			_, err = enqueueAll(ctx, c, db.stamp(), notices(rs[0].a))
 			return err
 		})
 	}
@@ -261,70 +305,39 @@ func (db *DB) voteApproval(ctx context.Context, id string, v store.Vote, lease t
 }
 
 // CancelApproval resolves a PENDING request CANCELLED by its requester in one conditional
-// update.
-func (db *DB) CancelApproval(ctx context.Context, id, requester string, at time.Time) (store.Approval, error) {
+// update (with notices, in one transaction with them).
+func (db *DB) CancelApproval(ctx context.Context, id, requester string, at time.Time, notices func(store.Approval) []store.OutboxMessage) (store.Approval, error) {
 	if at.IsZero() {
 		at = db.now()
 	}
-	a, err := db.updateApproval(ctx, id, requester, qCancelApproval, qCancelApprovalPostgres, id, requester, millis(at))
+	a, err := db.updateApproval(ctx, id, requester, qCancelApproval, qCancelApprovalPostgres, notices, id, requester, millis(at))
 	if err != nil {
 		return store.Approval{}, fmt.Errorf("cancel approval %s by %s: %w", id, requester, err)
 	}
 	return a, nil
 }
 
-// FinishExecution records the outcome of a claimed execution in one conditional update.
+// FinishExecution records the outcome of a claimed execution in one conditional update (with
+// notices, in one transaction with them: a crash cannot keep one without the other).
 func (db *DB) FinishExecution(ctx context.Context, id, exec string, result []byte, errText string, notices ...store.OutboxMessage) (store.Approval, error) {
 	if exec != store.ExecDone && exec != store.ExecFailed {
 		return store.Approval{}, fmt.Errorf("finish execution of approval %s: state %q, want %q or %q", id, exec, store.ExecDone, store.ExecFailed)
 	}
-	args := []any{id, exec, bytesArg(result), errText}
-	if len(notices) == 0 {
-		a, err := db.updateApproval(ctx, id, "", qFinishExecution, qFinishExecutionPostgres, args...)
-		if err != nil {
-			return store.Approval{}, fmt.Errorf("finish execution of approval %s: %w", id, err)
-		}
-		return a, nil
+	var tell func(store.Approval) []store.OutboxMessage
+	if len(notices) > 0 {
+		tell = func(store.Approval) []store.OutboxMessage { return notices }
 	}
-	// The outcome and the notices telling it commit together: a crash cannot keep one without
-	// the other.
-	var rs []approvalRow
-	err := db.tx(ctx, func(c conn) error {
-		var err error
-		if db.d.name == postgres {
-			rs, err = queryApprovals(ctx, c, qFinishExecutionPostgres, args...)
-		} else {
-			rs, err = query(ctx, c, scanApprovalRow, qFinishExecution, args...)
-		}
-		if err != nil || len(rs) == 0 {
-			return err
-		}
-		if err := completeVotes(ctx, c, rs); err != nil {
-			return err
-		}
-		now := db.stamp()
-		for _, m := range notices {
-			var nid int64
-			if err := c.queryRow(ctx, qEnqueueOutbox, m.Identity, m.ConnectionID, m.Kind, jsonArg(m.Payload),
-				millis(now), millis(now), 0, "").Scan(&nid); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err == nil && len(rs) == 0 {
-		err = db.whyUnmatched(ctx, id, "")
-	}
+	a, err := db.updateApproval(ctx, id, "", qFinishExecution, qFinishExecutionPostgres, tell, id, exec, bytesArg(result), errText)
 	if err != nil {
 		return store.Approval{}, fmt.Errorf("finish execution of approval %s: %w", id, err)
 	}
-	return rs[0].a, nil
+	return a, nil
 }
 
 // updateApproval runs the conditional update of one request (update, or pgUpdate on
-// PostgreSQL), and tells why when it matched nothing.
-func (db *DB) updateApproval(ctx context.Context, id, requester, update, pgUpdate string, args ...any) (store.Approval, error) {
-	rs, err := db.updateApprovals(ctx, update, pgUpdate, args...)
+// PostgreSQL) with its notices, and tells why when it matched nothing.
+func (db *DB) updateApproval(ctx context.Context, id, requester, update, pgUpdate string, notices func(store.Approval) []store.OutboxMessage, args ...any) (store.Approval, error) {
+	rs, err := db.updateApprovals(ctx, update, pgUpdate, notices, args...)
 	if err != nil {
 		return store.Approval{}, err
 	}
@@ -336,27 +349,48 @@ func (db *DB) updateApproval(ctx context.Context, id, requester, update, pgUpdat
 
 // updateApprovals runs a conditional update that leaves the rows it changes resolved (update,
 // or pgUpdate on PostgreSQL) and returns them with their votes. A resolved request gets no more
-// votes, so votes read after the update are exactly those the request was resolved with.
-func (db *DB) updateApprovals(ctx context.Context, update, pgUpdate string, args ...any) ([]store.Approval, error) {
-	var rs []approvalRow
-	var err error
-	if db.d.name == postgres {
-		rs, err = queryApprovals(ctx, db.conn(), pgUpdate, args...)
-	} else {
-		rs, err = query(ctx, db.conn(), scanApprovalRow, update, args...)
+// votes, so votes read after the update are exactly those the request was resolved with. When
+// notices is not nil, the update, the reads and the notices of every changed request run in one
+// transaction.
+func (db *DB) updateApprovals(ctx context.Context, update, pgUpdate string, notices func(store.Approval) []store.OutboxMessage, args ...any) ([]store.Approval, error) {
+	run := func(c conn) ([]store.Approval, error) {
+		var rs []approvalRow
+		var err error
+		if db.d.name == postgres {
+			rs, err = queryApprovals(ctx, c, pgUpdate, args...)
+		} else {
+			rs, err = query(ctx, c, scanApprovalRow, update, args...)
+		}
+		if err == nil {
+			err = completeVotes(ctx, c, rs)
+		}
+		if err != nil {
+			return nil, err
+		}
+		as := make([]store.Approval, 0, len(rs))
+		for _, r := range rs {
+			as = append(as, r.a)
+		}
+		slices.SortFunc(as, compareApprovals)
+		return as, nil
 	}
-	if err == nil {
-		err = completeVotes(ctx, db.conn(), rs)
+	if notices == nil {
+		return run(db.conn())
 	}
-	if err != nil {
-		return nil, err
-	}
-	as := make([]store.Approval, 0, len(rs))
-	for _, r := range rs {
-		as = append(as, r.a)
-	}
-	slices.SortFunc(as, compareApprovals)
-	return as, nil
+	var as []store.Approval
+	err := db.tx(ctx, func(c conn) error {
+		var err error
+		if as, err = run(c); err != nil {
+			return err
+		}
+		var ms []store.OutboxMessage
+		for _, a := range as {
+			ms = append(ms, notices(a)...)
+		}
+		_, err = enqueueAll(ctx, c, db.stamp(), ms)
+		return err
+	})
+	return as, err
 }
 
 // completeVotes reads the votes of the requests that came back with fewer than they have. The
@@ -390,12 +424,13 @@ func (db *DB) whyUnmatched(ctx context.Context, id, requester string) error {
 }
 
 // ExpireApprovals resolves up to limit (<= 0: every) expired PENDING requests EXPIRED in one
-// statement and returns them ordered by CreatedAt then ID. A zero now is the store's clock.
-func (db *DB) ExpireApprovals(ctx context.Context, now time.Time, limit int) ([]store.Approval, error) {
+// statement (with notices, in one transaction with them) and returns them ordered by CreatedAt
+// then ID. A zero now is the store's clock.
+func (db *DB) ExpireApprovals(ctx context.Context, now time.Time, limit int, notices func(store.Approval) []store.OutboxMessage) ([]store.Approval, error) {
 	if now.IsZero() {
 		now = db.now()
 	}
-	as, err := db.updateApprovals(ctx, qExpireApprovals, qExpireApprovalsPostgres, millis(now), limitArg(limit))
+	as, err := db.updateApprovals(ctx, qExpireApprovals, qExpireApprovalsPostgres, notices, millis(now), limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("expire approvals: %w", err)
 	}
@@ -403,13 +438,13 @@ func (db *DB) ExpireApprovals(ctx context.Context, now time.Time, limit int) ([]
 }
 
 // InterruptExecutions marks up to limit (<= 0: every) claimed executions whose lease ended
-// interrupted in one statement, and returns them ordered by CreatedAt then ID. A zero now is
-// the store's clock.
-func (db *DB) InterruptExecutions(ctx context.Context, now time.Time, limit int) ([]store.Approval, error) {
+// interrupted in one statement (with notices, in one transaction with them), and returns them
+// ordered by CreatedAt then ID. A zero now is the store's clock.
+func (db *DB) InterruptExecutions(ctx context.Context, now time.Time, limit int, notices func(store.Approval) []store.OutboxMessage) ([]store.Approval, error) {
 	if now.IsZero() {
 		now = db.now()
 	}
-	as, err := db.updateApprovals(ctx, qInterruptExecutions, qInterruptExecutionsPostgres, millis(now), limitArg(limit))
+	as, err := db.updateApprovals(ctx, qInterruptExecutions, qInterruptExecutionsPostgres, notices, millis(now), limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("interrupt executions: %w", err)
 	}

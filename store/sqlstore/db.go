@@ -30,8 +30,11 @@ type Options struct {
 // processes may share one database. Close releases it; every method called after Close returns
 // [store.ErrClosed].
 type DB struct {
-	sql    *sql.DB
-	pool   *pgxpool.Pool // PostgreSQL only: the pool under sql, kept for LISTEN/NOTIFY
+	sql  *sql.DB
+	pool *pgxpool.Pool // PostgreSQL only: the pool under sql, for LISTEN/NOTIFY and pgx batches
+	// salt keeps the notification channels of this schema apart from those of other schemas
+	// on the same PostgreSQL database (see holderChannel).
+	salt   string
 	d      *dialect
 	log    *slog.Logger
 	now    func() time.Time
@@ -111,6 +114,10 @@ func (db *DB) mapErr(err error) error {
 		return store.ErrNotFound
 	case db.d.isConflict(err):
 		return fmt.Errorf("%w: %w", store.ErrConflict, err)
+	case errors.Is(err, store.ErrUnavailable):
+		return err
+	case db.d.isTransient(err):
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
 }

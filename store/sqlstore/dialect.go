@@ -18,6 +18,8 @@ type dialect struct {
 	name string
 	// isConflict reports whether err is the driver's unique-violation error.
 	isConflict func(error) bool
+	// isTransient reports whether err is worth retrying as it is (see [store.ErrUnavailable]).
+	isTransient func(error) bool
 	// migrationLock is run first in every migration transaction so that two processes opening
 	// the same database migrate one after the other; "" when the transaction already does that.
 	migrationLock string
@@ -29,13 +31,13 @@ type dialect struct {
 
 var (
 	positionalParam = regexp.MustCompile(`\$(\d+)`)
-	rowLock         = regexp.MustCompile(`(?i)\s+FOR\s+UPDATE(\s+SKIP\s+LOCKED)?`)
+	rowLock         = regexp.MustCompile(`(?i)\s+FOR\s+(UPDATE|SHARE)(\s+SKIP\s+LOCKED)?`)
 )
 
 // rebind turns a query written for PostgreSQL into this dialect's. It is the one place where
 // SQL is rewritten: for SQLite, "$N" becomes "?N" (so a parameter may be used more than once),
-// and row-locking clauses ("FOR UPDATE", "FOR UPDATE SKIP LOCKED") are removed, because SQLite
-// has a single writer and every write transaction takes the write lock when it begins.
+// and row-locking clauses ("FOR UPDATE", "FOR SHARE", "FOR UPDATE SKIP LOCKED") are removed,
+// because SQLite has a single writer and every write transaction takes the write lock when it begins.
 func (d *dialect) rebind(query string) string {
 	if d.name != sqlite {
 		return query

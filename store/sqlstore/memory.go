@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/packbot/packbot/store"
 )
@@ -33,43 +34,46 @@ func (db *DB) AppendMemory(ctx context.Context, key string, entries []store.Memo
 		}
 		return nil
 	}
-	err := db.tx(ctx, func(c conn) error {
-		var last int64
-		if err := c.queryRow(ctx, qReserveMemorySeq, key, len(entries)).Scan(&last); err != nil {
-			return err
-		}
-		if len(entries) > 0 {
-			// One multi-row INSERT: one round trip whatever the number of entries.
-			now := db.stamp()
-			var q strings.Builder
-			q.WriteString(qInsertMemory)
-			args := make([]any, 0, 6*len(entries))
-			for i, e := range entries {
-				created := e.CreatedAt
-				if created.IsZero() {
-					created = now
-				}
-				if i > 0 {
-					q.WriteString(", ")
-				}
-				n := len(args)
-				fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6)
-				args = append(args, key, last-int64(len(entries)-1-i), e.Role, e.Content, jsonArg(e.Data), millis(created))
-			}
-			if _, err := c.exec(ctx, q.String(), args...); err != nil {
-				return err
-			}
-		}
-		if keep <= 0 || last <= int64(keep) {
-			return nil // nothing older than the newest keep entries
-		}
-		_, err := c.exec(ctx, qTrimMemory, key, last-int64(keep))
-		return err
-	})
+	err := db.tx(ctx, func(c conn) error { return appendMemoryTx(ctx, c, db.stamp(), key, entries, keep) })
 	if err != nil {
 		return fmt.Errorf("append memory %s: %w", key, err)
 	}
 	return nil
+}
+
+// appendMemoryTx is AppendMemory inside the transaction of c; entries without a CreatedAt get
+// now.
+func appendMemoryTx(ctx context.Context, c conn, now time.Time, key string, entries []store.MemoryEntry, keep int) error {
+	var last int64
+	if err := c.queryRow(ctx, qReserveMemorySeq, key, len(entries)).Scan(&last); err != nil {
+		return err
+	}
+	if len(entries) > 0 {
+		// One multi-row INSERT: one round trip whatever the number of entries.
+		var q strings.Builder
+		q.WriteString(qInsertMemory)
+		args := make([]any, 0, 6*len(entries))
+		for i, e := range entries {
+			created := e.CreatedAt
+			if created.IsZero() {
+				created = now
+			}
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			n := len(args)
+			fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6)
+			args = append(args, key, last-int64(len(entries)-1-i), e.Role, e.Content, jsonArg(e.Data), millis(created))
+		}
+		if _, err := c.exec(ctx, q.String(), args...); err != nil {
+			return err
+		}
+	}
+	if keep <= 0 || last <= int64(keep) {
+		return nil // nothing older than the newest keep entries
+	}
+	_, err := c.exec(ctx, qTrimMemory, key, last-int64(keep))
+	return err
 }
 
 // appendMemoryStatement is AppendMemory in one PostgreSQL statement for n entries: reserve the

@@ -2,9 +2,14 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,6 +21,7 @@ import (
 var postgresDialect = &dialect{
 	name:          postgres,
 	isConflict:    isPostgresConflict,
+	isTransient:   isPostgresTransient,
 	migrationLock: `SELECT pg_advisory_xact_lock(31632277022863220)`,
 }
 
@@ -44,6 +50,11 @@ func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
+	var schema string
+	if err := db.conn().queryRow(ctx, `SELECT COALESCE(current_schema(), '')`).Scan(&schema); err != nil {
+		return nil, errors.Join(fmt.Errorf("open postgres: %w", err), db.Close())
+	}
+	db.salt = schema + "/"
 	return db, nil
 }
 
@@ -51,4 +62,31 @@ func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 func isPostgresConflict(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// isPostgresTransient reports the errors worth retrying as they are: the server could not be
+// reached or the connection broke (network errors, EOF, SQLSTATE class 08), the server is
+// shutting down or starting (57P01 admin_shutdown, 57P02 crash_shutdown, 57P03
+// cannot_connect_now), or the transaction lost a race it may win next time (40001
+// serialization_failure, 40P01 deadlock_detected). Any other server error (a refused login, a
+// missing database, a constraint) is not transient, and neither is the caller's own context
+// ending.
+func isPostgresTransient(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "57P01", "57P02", "57P03", "40001", "40P01":
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08")
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone)
 }

@@ -9,7 +9,7 @@ import (
 
 const (
 	sessionColumns = `connection_id, state, language, authenticated, identity, display_name, roles,
-	credential_expiry, flow, created_at, updated_at`
+	credential_expiry, flow, menu_digest, created_at, updated_at`
 	qGetSession  = `SELECT ` + sessionColumns + ` FROM sessions WHERE connection_id = $1`
 	qLockSession = qGetSession + ` FOR UPDATE`
 	// qEnsureSession inserts a placeholder row (created_at 0) so that there is a row to lock even
@@ -17,8 +17,8 @@ const (
 	qEnsureSession = `INSERT INTO sessions (connection_id, created_at, updated_at) VALUES ($1, 0, 0)
 	ON CONFLICT DO NOTHING`
 	qUpdateSession = `UPDATE sessions SET state = $2, language = $3, authenticated = $4, identity = $5,
-	display_name = $6, roles = $7, credential_expiry = $8, flow = $9, created_at = $10, updated_at = $11
-	WHERE connection_id = $1 RETURNING ` + sessionColumns
+	display_name = $6, roles = $7, credential_expiry = $8, flow = $9, menu_digest = $10, created_at = $11,
+	updated_at = $12 WHERE connection_id = $1 RETURNING ` + sessionColumns
 	qDeleteSession      = `DELETE FROM sessions WHERE connection_id = $1`
 	qSessionsByIdentity = `SELECT ` + sessionColumns + ` FROM sessions
 	WHERE identity = $1 AND authenticated ORDER BY updated_at DESC, connection_id`
@@ -63,7 +63,7 @@ func (db *DB) UpdateSession(ctx context.Context, connectionID string, update fun
 		}
 		out, err = scanSession(c.queryRow(ctx, qUpdateSession, connectionID, s.State, s.Language,
 			s.Authenticated, s.Identity, s.DisplayName, roles, millis(s.CredentialExpiry), jsonArg(s.Flow),
-			millis(created), millis(now)))
+			s.MenuDigest, millis(created), millis(now)))
 		return err
 	})
 	if err != nil {
@@ -96,7 +96,7 @@ func scanSession(r scanner) (store.Session, error) {
 		expiry, created, update int64
 	)
 	err := r.Scan(&s.ConnectionID, &s.State, &s.Language, &s.Authenticated, &s.Identity,
-		&s.DisplayName, &roles, &expiry, &flow, &created, &update)
+		&s.DisplayName, &roles, &expiry, &flow, &s.MenuDigest, &created, &update)
 	if err != nil {
 		return store.Session{}, err
 	}

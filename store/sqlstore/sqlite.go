@@ -16,7 +16,7 @@ import (
 
 // sqliteDialect rewrites the shared SQL (see [dialect.rebind]). Its write transactions begin
 // with BEGIN IMMEDIATE, so migrations need no lock of their own.
-var sqliteDialect = &dialect{name: sqlite, isConflict: isSQLiteConflict, prepare: true}
+var sqliteDialect = &dialect{name: sqlite, isConflict: isSQLiteConflict, isTransient: isSQLiteBusy, prepare: true}
 
 // sqliteParams configure every connection: wait up to 10s for a lock instead of failing with
 // SQLITE_BUSY, enforce foreign keys, sync the WAL at checkpoints rather than on every commit
@@ -87,4 +87,15 @@ func isSQLiteConflict(err error) bool {
 		return false
 	}
 	return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+}
+
+// isSQLiteBusy reports SQLITE_BUSY and SQLITE_LOCKED (with their extended codes): another
+// connection held the lock past busy_timeout. Trying again later may succeed.
+func isSQLiteBusy(err error) bool {
+	var se *sqlitedriver.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	code := se.Code() & 0xff
+	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
 }

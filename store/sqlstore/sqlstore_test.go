@@ -36,6 +36,21 @@ func TestConcurrency(t *testing.T) {
 	}
 }
 
+// inboxRaceRepetitions: as raceRepetitions, for storetest.RunInboxRaces.
+var inboxRaceRepetitions = map[string]int{"SQLite": 5, "Postgres": 30}
+
+// TestInboxRaces races two handles on one database (two replicas) through the inbox.
+func TestInboxRaces(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			storetest.RunInboxRaces(t, func(t *testing.T) (store.Store, store.Store) {
+				opener := b.database(t)
+				return open(t, opener), open(t, opener)
+			}, inboxRaceRepetitions[b.name])
+		})
+	}
+}
+
 func newStore(database database) func(t *testing.T) store.Store {
 	return func(t *testing.T) store.Store { return open(t, database(t)) }
 }

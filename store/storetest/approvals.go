@@ -86,7 +86,7 @@ func reject(approver string, at time.Time) store.Vote {
 
 func vote(t *testing.T, s store.Store, id string, v store.Vote) store.Approval {
 	t.Helper()
-	a, err := s.VoteApproval(t.Context(), id, v, lease)
+	a, err := s.VoteApproval(t.Context(), id, v, lease, nil)
 	check(t, err)
 	return a
 }
@@ -173,7 +173,7 @@ func testVoteQuorumOne(t *testing.T, s store.Store) {
 	v := approve("bob", t0.Add(time.Minute))
 	wantApproval(t, s, "approved request", vote(t, s, "a1", v), approved(a, v))
 
-	_, err := s.VoteApproval(t.Context(), "missing", v, lease)
+	_, err := s.VoteApproval(t.Context(), "missing", v, lease, nil)
 	wantErr(t, err, store.ErrNotFound)
 }
 
@@ -183,9 +183,9 @@ func testVoteQuorumTwo(t *testing.T, s store.Store) {
 	a.Votes = []store.Vote{first}
 	wantApproval(t, s, "request after one approval", vote(t, s, "a1", first), a)
 
-	_, err := s.VoteApproval(t.Context(), "a1", approve("bob", t0.Add(2*time.Minute)), lease)
+	_, err := s.VoteApproval(t.Context(), "a1", approve("bob", t0.Add(2*time.Minute)), lease, nil)
 	wantErr(t, err, store.ErrAlreadyVoted)
-	_, err = s.VoteApproval(t.Context(), "a1", reject("bob", t0.Add(2*time.Minute)), lease)
+	_, err = s.VoteApproval(t.Context(), "a1", reject("bob", t0.Add(2*time.Minute)), lease, nil)
 	wantErr(t, err, store.ErrAlreadyVoted)
 	wantEqual(t, "request after the repeated votes", getApproval(t, s, "a1"), a)
 
@@ -219,9 +219,9 @@ func testVoteAfterResolution(t *testing.T, s store.Store) {
 		reject("carol", t0.Add(2*time.Minute)),
 		approve("bob", t0.Add(2*time.Minute)), // the resolver again: resolved, not "already voted"
 	} {
-		_, err := s.VoteApproval(t.Context(), "a1", v, lease)
+		_, err := s.VoteApproval(t.Context(), "a1", v, lease, nil)
 		wantErr(t, err, store.ErrAlreadyResolved)
-		_, err = s.VoteApproval(t.Context(), "b1", v, lease)
+		_, err = s.VoteApproval(t.Context(), "b1", v, lease, nil)
 		wantErr(t, err, store.ErrAlreadyResolved)
 	}
 	wantEqual(t, "approved request", getApproval(t, s, "a1"), want)
@@ -231,7 +231,7 @@ func testVoteAfterResolution(t *testing.T, s store.Store) {
 func testVoteAfterExpiry(t *testing.T, s store.Store) {
 	a := createApproval(t, s, newApproval("a1", "alice", 2, "manager"))
 	for _, v := range []store.Vote{approve("bob", a.ExpiresAt), reject("bob", a.ExpiresAt.Add(time.Minute))} {
-		_, err := s.VoteApproval(t.Context(), "a1", v, lease)
+		_, err := s.VoteApproval(t.Context(), "a1", v, lease, nil)
 		wantErr(t, err, store.ErrAlreadyResolved)
 	}
 	wantEqual(t, "request voted on after its expiry", getApproval(t, s, "a1"), a)
@@ -242,10 +242,10 @@ func testVoteAfterExpiry(t *testing.T, s store.Store) {
 
 func testVoteInvalid(t *testing.T, s store.Store) {
 	a := createApproval(t, s, newApproval("a1", "alice", 1, "manager"))
-	if _, err := s.VoteApproval(t.Context(), "a1", store.Vote{Approver: "bob", Decision: "maybe", At: t0}, lease); err == nil {
+	if _, err := s.VoteApproval(t.Context(), "a1", store.Vote{Approver: "bob", Decision: "maybe", At: t0}, lease, nil); err == nil {
 		t.Fatal("vote with an unknown decision accepted")
 	}
-	if _, err := s.VoteApproval(t.Context(), "a1", approve("bob", t0), 0); err == nil {
+	if _, err := s.VoteApproval(t.Context(), "a1", approve("bob", t0), 0, nil); err == nil {
 		t.Fatal("approval without an execution lease accepted")
 	}
 	wantEqual(t, "request", getApproval(t, s, "a1"), a)
@@ -258,30 +258,30 @@ func testCancelApproval(t *testing.T, s store.Store) {
 	wantEqual(t, "request with one vote", vote(t, s, "a1", first), a)
 	at := t0.Add(2 * time.Minute)
 
-	_, err := s.CancelApproval(t.Context(), "a1", "mallory", at)
+	_, err := s.CancelApproval(t.Context(), "a1", "mallory", at, nil)
 	wantErr(t, err, store.ErrNotFound)
 	wantEqual(t, "request after someone else's cancel", getApproval(t, s, "a1"), a)
-	_, err = s.CancelApproval(t.Context(), "missing", "alice", at)
+	_, err = s.CancelApproval(t.Context(), "missing", "alice", at, nil)
 	wantErr(t, err, store.ErrNotFound)
 
-	got, err := s.CancelApproval(t.Context(), "a1", "alice", at)
+	got, err := s.CancelApproval(t.Context(), "a1", "alice", at, nil)
 	check(t, err)
 	want := a
 	want.Status, want.ResolvedBy, want.ResolvedAt = store.ApprovalCancelled, "alice", at
 	wantApproval(t, s, "cancelled request", got, want)
 
-	_, err = s.CancelApproval(t.Context(), "a1", "alice", at.Add(time.Minute))
+	_, err = s.CancelApproval(t.Context(), "a1", "alice", at.Add(time.Minute), nil)
 	wantErr(t, err, store.ErrAlreadyResolved)
-	_, err = s.CancelApproval(t.Context(), "a1", "mallory", at.Add(time.Minute))
+	_, err = s.CancelApproval(t.Context(), "a1", "mallory", at.Add(time.Minute), nil)
 	wantErr(t, err, store.ErrNotFound)
-	_, err = s.VoteApproval(t.Context(), "a1", approve("carol", at.Add(time.Minute)), lease)
+	_, err = s.VoteApproval(t.Context(), "a1", approve("carol", at.Add(time.Minute)), lease, nil)
 	wantErr(t, err, store.ErrAlreadyResolved)
 	wantEqual(t, "cancelled request", getApproval(t, s, "a1"), want)
 
 	// An approved request can no longer be cancelled.
 	createApproval(t, s, newApproval("b1", "alice", 1, "manager"))
 	b := vote(t, s, "b1", approve("bob", t0.Add(time.Minute)))
-	_, err = s.CancelApproval(t.Context(), "b1", "alice", at)
+	_, err = s.CancelApproval(t.Context(), "b1", "alice", at, nil)
 	wantErr(t, err, store.ErrAlreadyResolved)
 	wantEqual(t, "approved request", getApproval(t, s, "b1"), b)
 }
@@ -297,10 +297,10 @@ func testExpireApprovals(t *testing.T, s store.Store) {
 	expiring("a3", 2, t0.Add(-30*time.Minute))        // long expired, with a vote cast in time
 	a3 := vote(t, s, "a3", approve("bob", t0.Add(-time.Hour)))
 	expiring("a4", 1, t0.Add(-time.Minute)) // expired, but cancelled first
-	a4, err := s.CancelApproval(t.Context(), "a4", "alice", t0)
+	a4, err := s.CancelApproval(t.Context(), "a4", "alice", t0, nil)
 	check(t, err)
 
-	got, err := s.ExpireApprovals(t.Context(), t0, 10)
+	got, err := s.ExpireApprovals(t.Context(), t0, 10, nil)
 	check(t, err)
 	expired := func(a store.Approval, now time.Time) store.Approval {
 		a.Status, a.ResolvedAt = store.ApprovalExpired, now
@@ -312,16 +312,16 @@ func testExpireApprovals(t *testing.T, s store.Store) {
 	wantEqual(t, "a2 as stored", getApproval(t, s, "a2"), a2)
 	wantEqual(t, "a4 as stored", getApproval(t, s, "a4"), a4)
 
-	got, err = s.ExpireApprovals(t.Context(), t0, 10)
+	got, err = s.ExpireApprovals(t.Context(), t0, 10, nil)
 	check(t, err)
 	wantEqual(t, "expired again", len(got), 0)
-	_, err = s.VoteApproval(t.Context(), "a1", approve("bob", t0.Add(-time.Minute)), lease)
+	_, err = s.VoteApproval(t.Context(), "a1", approve("bob", t0.Add(-time.Minute)), lease, nil)
 	wantErr(t, err, store.ErrAlreadyResolved)
-	_, err = s.CancelApproval(t.Context(), "a1", "alice", t0)
+	_, err = s.CancelApproval(t.Context(), "a1", "alice", t0, nil)
 	wantErr(t, err, store.ErrAlreadyResolved)
 
 	later := t0.Add(time.Millisecond)
-	got, err = s.ExpireApprovals(t.Context(), later, 10)
+	got, err = s.ExpireApprovals(t.Context(), later, 10, nil)
 	check(t, err)
 	wantEqual(t, "expired a millisecond later", got, []store.Approval{expired(a2, later)})
 }
@@ -336,7 +336,7 @@ func testExpireApprovalsLimit(t *testing.T, s store.Store) {
 	}
 	var got []string
 	for _, n := range []int{2, 2, 1, 0} {
-		as, err := s.ExpireApprovals(t.Context(), t0, 2)
+		as, err := s.ExpireApprovals(t.Context(), t0, 2, nil)
 		check(t, err)
 		if len(as) != n {
 			t.Fatalf("expired %v, want %d requests", approvalIDs(as), n)
@@ -402,14 +402,14 @@ func testInterruptExecutions(t *testing.T, s store.Store) {
 	pendingOne := createApproval(t, s, newApproval("pending", "alice", 1, "manager"))
 
 	end := at.Add(lease)
-	got, err := s.InterruptExecutions(t.Context(), end.Add(-time.Millisecond), 10)
+	got, err := s.InterruptExecutions(t.Context(), end.Add(-time.Millisecond), 10, nil)
 	check(t, err)
 	wantEqual(t, "interrupted while a2's lease runs", approvalIDs(got), []string{"a2"})
-	got, err = s.InterruptExecutions(t.Context(), end, 10)
+	got, err = s.InterruptExecutions(t.Context(), end, 10, nil)
 	check(t, err)
 	a1.Exec, a2.Exec = store.ExecInterrupted, store.ExecInterrupted
 	wantEqual(t, "interrupted when a1's lease ends", got, []store.Approval{a1})
-	got, err = s.InterruptExecutions(t.Context(), end.Add(time.Hour), 10)
+	got, err = s.InterruptExecutions(t.Context(), end.Add(time.Hour), 10, nil)
 	check(t, err)
 	wantEqual(t, "interrupted again", len(got), 0)
 
@@ -424,7 +424,7 @@ func testInterruptExecutions(t *testing.T, s store.Store) {
 		claimed(fmt.Sprintf("l%d", i), at)
 	}
 	for _, n := range []int{2, 1, 0} {
-		got, err := s.InterruptExecutions(t.Context(), end, 2)
+		got, err := s.InterruptExecutions(t.Context(), end, 2, nil)
 		check(t, err)
 		if len(got) != n {
 			t.Fatalf("interrupted %v, want %d executions", approvalIDs(got), n)
@@ -448,7 +448,7 @@ func testListCountApprovals(t *testing.T, s store.Store) {
 	add("r5", "carol", 1, false, "manager") // carol's own
 	add("r6", "carol", 1, true, "manager")  // carol's own, self-approval allowed
 	add("r7", "alice", 1, false, "manager")
-	_, err := s.CancelApproval(t.Context(), "r7", "alice", t0.Add(time.Minute))
+	_, err := s.CancelApproval(t.Context(), "r7", "alice", t0.Add(time.Minute), nil)
 	check(t, err)
 	add("r8", "dave", 1, false, "auditor")
 
@@ -532,15 +532,15 @@ func testApprovalsClosed(t *testing.T, s store.Store) {
 			return err
 		},
 		"VoteApproval": func() error {
-			_, err := s.VoteApproval(ctx, "a1", approve("bob", t0), lease)
+			_, err := s.VoteApproval(ctx, "a1", approve("bob", t0), lease, nil)
 			return err
 		},
 		"CancelApproval": func() error {
-			_, err := s.CancelApproval(ctx, "a1", "alice", t0)
+			_, err := s.CancelApproval(ctx, "a1", "alice", t0, nil)
 			return err
 		},
 		"ExpireApprovals": func() error {
-			_, err := s.ExpireApprovals(ctx, t0, 10)
+			_, err := s.ExpireApprovals(ctx, t0, 10, nil)
 			return err
 		},
 		"FinishExecution": func() error {
@@ -548,7 +548,7 @@ func testApprovalsClosed(t *testing.T, s store.Store) {
 			return err
 		},
 		"InterruptExecutions": func() error {
-			_, err := s.InterruptExecutions(ctx, t0, 10)
+			_, err := s.InterruptExecutions(ctx, t0, 10, nil)
 			return err
 		},
 		"ListApprovals": func() error {
@@ -572,7 +572,7 @@ func testApprovalsClosed(t *testing.T, s store.Store) {
 func testFinishWithNotices(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	check(t, s.CreateApproval(ctx, newApproval("n1", "ana", 1, "manager")))
-	_, err := s.VoteApproval(ctx, "n1", store.Vote{Approver: "bob", Decision: store.VoteApprove, At: t0.Add(time.Second)}, lease)
+	_, err := s.VoteApproval(ctx, "n1", store.Vote{Approver: "bob", Decision: store.VoteApprove, At: t0.Add(time.Second)}, lease, nil)
 	check(t, err)
 	n := store.OutboxMessage{Identity: "ana", Kind: "notice", Payload: []byte(`{"key":"DONE"}`)}
 	a, err := s.FinishExecution(ctx, "n1", store.ExecDone, []byte("ok"), "", n)

@@ -79,13 +79,13 @@ func testFirstTransitionWins(t *testing.T, s store.Store, repetitions int) {
 			var err error
 			switch racer(i) {
 			case store.ApprovalApproved:
-				o.got, err = s.VoteApproval(ctx, id, approve(fmt.Sprintf("approver-%02d", i), voteAt), lease)
+				o.got, err = s.VoteApproval(ctx, id, approve(fmt.Sprintf("approver-%02d", i), voteAt), lease, nil)
 			case store.ApprovalRejected:
-				o.got, err = s.VoteApproval(ctx, id, reject(fmt.Sprintf("approver-%02d", i), voteAt), lease)
+				o.got, err = s.VoteApproval(ctx, id, reject(fmt.Sprintf("approver-%02d", i), voteAt), lease, nil)
 			case store.ApprovalCancelled:
-				o.got, err = s.CancelApproval(ctx, id, "alice", voteAt)
+				o.got, err = s.CancelApproval(ctx, id, "alice", voteAt, nil)
 			case store.ApprovalExpired:
-				as, err := s.ExpireApprovals(ctx, sweepAt, 5)
+				as, err := s.ExpireApprovals(ctx, sweepAt, 5, nil)
 				switch {
 				case err != nil:
 					o.err = err
@@ -175,7 +175,7 @@ func testQuorumRace(t *testing.T, s store.Store, repetitions int) {
 		startTogether(approvers, func(i int) {
 			o := &outcomes[i]
 			var err error
-			o.got, err = s.VoteApproval(ctx, id, approve(fmt.Sprintf("approver-%02d", i), t0.Add(time.Minute)), lease)
+			o.got, err = s.VoteApproval(ctx, id, approve(fmt.Sprintf("approver-%02d", i), t0.Add(time.Minute)), lease, nil)
 			switch {
 			case err == nil:
 				o.won = true

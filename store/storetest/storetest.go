@@ -29,6 +29,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Audit", auditTests},
 		{"Approvals", approvalTests},
 		{"Directory", directoryTests},
+		{"Inbox", inboxTests},
+		{"ApprovalNotices", approvalNoticeTests},
 		{"Store", lifecycleTests},
 	}
 	for _, g := range groups {
