@@ -3,6 +3,7 @@ package bot_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/store"
@@ -13,7 +14,7 @@ import (
 // leave the session as it was.
 func TestBadInputChangesNothing(t *testing.T) {
 	ctx := testCtx(t)
-	h := newHarness(t, harnessOptions{noLLM: true})
+	h := newHarness(t, harnessOptions{noLLM: true, idle: 50 * time.Millisecond})
 	u := h.login(ctx, "ana@acme.corp", "Ana", "employee", "en")
 	// The menu follows the session's save.
 	u.waitMenu(ctx, func(m channel.Menu) bool {
@@ -75,6 +76,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 
 	// A flow state the bot cannot read (written by a broken or future version) is no flow.
+	h.waitIdle(ctx) // the connection's worker keeps the session while it holds the connection
 	if _, err := h.st.UpdateSession(ctx, u.w.Conn(), func(s store.Session) (store.Session, error) {
 		s.Flow = []byte(`{not json`)
 		return s, nil

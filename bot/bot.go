@@ -97,11 +97,6 @@ type Bot struct {
 	undelivered   map[string]bool
 }
 
-// BusProvider is a store whose database can carry notifications between replicas.
-type BusProvider interface {
-	Bus() (store.Bus, bool)
-}
-
 // New checks cfg and returns a bot. It does no I/O.
 func New(cfg Config) (*Bot, error) {
 	if cfg.Channel == nil || cfg.Store == nil || cfg.Flows == nil {
@@ -116,7 +111,7 @@ func New(cfg Config) (*Bot, error) {
 		kick: make(chan string, 256), acks: make(chan int64, 4096), undelivered: map[string]bool{},
 	}
 	b.work, b.cancelWork = context.WithCancel(context.Background())
-	if bp, ok := cfg.Store.(BusProvider); ok {
+	if bp, ok := cfg.Store.(store.BusProvider); ok {
 		if bus, ok := bp.Bus(); ok {
 			b.bus = bus
 		}

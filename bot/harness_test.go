@@ -130,7 +130,7 @@ type harness struct {
 	// hook runs before each event is handled (BeforeHandle): a test makes it panic.
 	hook        func(channel.Event)
 	maxAttempts int
-	drain       time.Duration
+	drain, idle time.Duration
 	// restored are the wallets of harnessOptions.restore.
 	restored map[string]*channeltest.MemoryWallet
 }
@@ -159,6 +159,8 @@ type harnessOptions struct {
 	restore map[string]map[string]string
 	// drain is the bot's DrainTimeout (0: its default).
 	drain time.Duration
+	// idle is the bot's Idle (0: its default).
+	idle time.Duration
 }
 
 type syncBuffer struct {
@@ -197,7 +199,7 @@ func openStore(t testing.TB, postgres bool) store.Store {
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
-	h := &harness{t: t, logs: &syncBuffer{}, hook: o.hook, maxAttempts: o.maxAttempts, drain: o.drain, restored: map[string]*channeltest.MemoryWallet{}}
+	h := &harness{t: t, logs: &syncBuffer{}, hook: o.hook, maxAttempts: o.maxAttempts, drain: o.drain, idle: o.idle, restored: map[string]*channeltest.MemoryWallet{}}
 	h.st = o.store
 	if h.st == nil {
 		h.st = openStore(t, o.postgres)
@@ -334,7 +336,7 @@ func (h *harness) waitTools(server string) {
 func (h *harness) start(engine *flows.Engine, log *slog.Logger) {
 	var err error
 	h.bot, err = bot.New(bot.Config{Channel: h.ch, Store: h.st, Flows: engine, Logger: log, Keyring: h.kr, BeforeHandle: h.hook,
-		MaxAttempts: h.maxAttempts, DrainTimeout: h.drain})
+		MaxAttempts: h.maxAttempts, DrainTimeout: h.drain, Idle: h.idle})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -470,6 +472,19 @@ func (u *user) answer(ctx context.Context, q channeltest.Received, prefix string
 		}
 	}
 	u.t.Fatalf("no option %q in %q", prefix, q.Question.Options)
+}
+
+// waitIdle waits until the bot has no worker left (each gave its connection up): a test that
+// writes a session behind the bot's back does it then.
+func (h *harness) waitIdle(ctx context.Context) {
+	h.t.Helper()
+	for h.bot.Stats().Workers.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			h.t.Fatal("workers still running")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 func testCtx(t testing.TB) context.Context {

@@ -144,7 +144,11 @@ func (b *Bot) deliver(ctx context.Context, c store.OutboxClaim, horizon time.Dur
 				continue
 			}
 			b.markUndelivered(m.Identity, false)
-			b.ack(m.ID)
+			// Acked at once (not batched): a kick claims an identity's messages due within
+			// hours, which would take this one again while its ack waits in a batch.
+			if err := b.st.AckOutbox(ctx, m.ID); err != nil {
+				b.log.WarnContext(ctx, "ack outbox message", slog.Int64("id", m.ID), slog.Any("err", err))
+			}
 		}
 		if len(msgs) < outboxBatch {
 			return

@@ -185,7 +185,7 @@ func TestInterruptedToolCallNotRepeated(t *testing.T) {
 	st := sqliteStore(t)
 	hold := newHoldCall("get_exchange_rate")
 	h := newHarness(t, harnessOptions{store: st, bankMiddleware: hold.wrap, drain: 50 * time.Millisecond})
-	h.llm.Script(agenttest.Keywords(agenttest.Rule{Contains: "rate", Tool: "get_exchange_rate", Args: `{"from":"EUR","to":"USD"}`}))
+	h.llm.Script(agenttest.Keywords(agenttest.Rule{Contains: "rate", Call: agenttest.ToolCall{ID: "c1", Name: "get_exchange_rate", Arguments: `{"from":"EUR","to":"USD"}`}}))
 	u := h.connect(ctx, map[string]string{"email": "t@acme.corp"}, "en")
 	u.text(ctx)
 	if err := u.w.SendText(ctx, "what is the rate?", ""); err != nil {

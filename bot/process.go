@@ -90,6 +90,12 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 	now := b.now()
 	c := store.Completion{EventID: it.id, Lease: w.lease, TTL: b.leaseTTL, Now: now, Memory: fx.Memory,
 		ClearMemory: fx.ClearMemory, Audit: fx.Audit, DeleteSession: fx.DeleteSession}
+	cur.UpdatedAt = time.Time{} // the store stamps the write
+	if refresh {
+		// A badge refresh is not the user's activity: the session keeps its update time, which
+		// picks the connection an identity's notices go to.
+		cur.UpdatedAt = before.UpdatedAt
+	}
 	if !fx.DeleteSession && (cur.CreatedAt.IsZero() || !sameSession(before, cur)) {
 		c.Session = &cur
 	}
@@ -212,6 +218,7 @@ func (b *Bot) park(ctx context.Context, w *worker, it *item, reason string) outc
 		return o
 	}
 	b.stats.Parked.Add(1)
+	it.parked = true
 	w.log.ErrorContext(ctx, "event parked; list it with `packbot events parked`", slog.Int64("event", it.id), slog.String("kind", it.kind),
 		slog.String("reason", reason))
 	w.session = nil

@@ -21,6 +21,8 @@ type item struct {
 	attempts int
 	next     time.Time
 	steps    []byte
+	// parked: the event was parked rather than completed (it may come back, replayed).
+	parked bool
 }
 
 // worker handles the events of one connection, one at a time and in inbox order, while this
@@ -140,9 +142,11 @@ func (w *worker) run() {
 		}
 		switch b.process(ctx, w, it) {
 		case outcomeDone:
-			w.done = append(w.done, it.id)
-			if len(w.done) > 64 {
-				w.done = w.done[len(w.done)-64:]
+			if !it.parked {
+				w.done = append(w.done, it.id)
+				if len(w.done) > 64 {
+					w.done = w.done[len(w.done)-64:]
+				}
 			}
 			w.queue = w.queue[1:]
 			failures = 0

@@ -116,8 +116,10 @@ type Completion struct {
 	// Park, when set, parks the event with this reason instead of completing it.
 	Park string
 	// Session, when not nil, replaces the connection's session (ConnectionID is the event's
-	// connection; CreatedAt is kept when the row exists, set to Now otherwise; UpdatedAt =
-	// Now). DeleteSession removes it instead (a closed connection).
+	// connection; CreatedAt is kept when the row exists, set to Now otherwise; UpdatedAt is the
+	// Session's when set — a write that is not the user's activity keeps the old one, since
+	// notices go to an identity's most recently updated connection — else Now). DeleteSession
+	// removes it instead (a closed connection).
 	Session       *Session
 	DeleteSession bool
 	// Memory is appended per key (each key's entries in order, trimmed to Keep newest); the

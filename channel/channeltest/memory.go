@@ -2,6 +2,8 @@ package channeltest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -27,6 +29,14 @@ func NewMemory() *Memory {
 }
 
 func (m *Memory) id(prefix string) string { return fmt.Sprintf("%s-%d", prefix, m.seq.Add(1)) }
+
+// messageID is the wire id of a wallet's message: unique across channels (a bot that restarts on
+// the same store gets a new channel, whose messages must not look like redeliveries).
+func (m *Memory) messageID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return "in-" + hex.EncodeToString(b[:])
+}
 
 // Name is "memory".
 func (m *Memory) Name() string { return "memory" }
@@ -183,7 +193,7 @@ func (w *MemoryWallet) Next(ctx context.Context) (Received, error) { return w.in
 
 // SendText implements Wallet.
 func (w *MemoryWallet) SendText(ctx context.Context, content, replyTo string) error {
-	return w.m.deliver(ctx, channel.TextReceived{Conn: w.conn, MessageID: w.m.id("in"), ReplyTo: replyTo, Content: content})
+	return w.m.deliver(ctx, channel.TextReceived{Conn: w.conn, MessageID: w.m.messageID(), ReplyTo: replyTo, Content: content})
 }
 
 // RequestMenu implements Wallet.
@@ -193,12 +203,12 @@ func (w *MemoryWallet) RequestMenu(ctx context.Context) error {
 
 // SelectMenu implements Wallet.
 func (w *MemoryWallet) SelectMenu(ctx context.Context, optionID string) error {
-	return w.m.deliver(ctx, channel.MenuSelected{Conn: w.conn, MessageID: w.m.id("in"), OptionID: optionID})
+	return w.m.deliver(ctx, channel.MenuSelected{Conn: w.conn, MessageID: w.m.messageID(), OptionID: optionID})
 }
 
 // Answer implements Wallet.
 func (w *MemoryWallet) Answer(ctx context.Context, questionID, response string) error {
-	return w.m.deliver(ctx, channel.QuestionAnswered{Conn: w.conn, MessageID: w.m.id("in"), QuestionID: questionID, Response: response})
+	return w.m.deliver(ctx, channel.QuestionAnswered{Conn: w.conn, MessageID: w.m.messageID(), QuestionID: questionID, Response: response})
 }
 
 // SendProfile implements Wallet.

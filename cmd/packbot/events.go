@@ -130,7 +130,7 @@ func runEventsReplay(ctx context.Context, a *app, o eventsOptions, args []string
 	}
 	defer func() { err = errors.Join(err, st.Close()) }()
 	var bus store.Bus
-	if bp, ok := st.(bot.BusProvider); ok {
+	if bp, ok := st.(store.BusProvider); ok {
 		bus, _ = bp.Bus()
 	}
 	var failed error

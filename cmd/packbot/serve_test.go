@@ -232,7 +232,8 @@ func TestReadyzReportsStoreDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(newHTTPHandler(st, p, discardLogger()))
+	mux, _ := newHTTPHandler(st, p, discardLogger())
+	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	if code, _ := get(t, srv.URL+"/readyz"); code != 200 {
 		t.Fatalf("ready store: %d", code)

@@ -27,10 +27,11 @@ const (
 		last_error = CASE WHEN $4 = '' THEN last_error ELSE $4 END,
 		done_at = $3
 	WHERE id = $1 AND connection_id = $2 AND state = ` + sqlEventPending + "\n"
-	// qPutSession replaces a session, keeping created_at when the row exists ($11 is now).
+	// qPutSession replaces a session, keeping created_at when the row exists ($11 is now, $12
+	// the update time).
 	qPutSession = `INSERT INTO sessions (connection_id, state, language, authenticated, identity, display_name,
 		roles, credential_expiry, flow, menu_digest, created_at, updated_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 	ON CONFLICT (connection_id) DO UPDATE SET state = excluded.state, language = excluded.language,
 		authenticated = excluded.authenticated, identity = excluded.identity, display_name = excluded.display_name,
 		roles = excluded.roles, credential_expiry = excluded.credential_expiry, flow = excluded.flow,
@@ -50,7 +51,7 @@ const (
 	// $7 park reason or ''; $8 put a session, $9–$17 its fields; $18 delete the session; $19
 	// memory keys appended to ({k, cnt, keep, clear}), $20 their entries ({k, n, role, content,
 	// data, at}; n from 1 within a key), $21 keys only cleared; $22 outbox messages, $23 audit
-	// rows, $24 outbox ids to ack.
+	// rows, $24 outbox ids to ack; $25 the session's update time.
 	//
 	// Memory: a key's sequence numbers are reserved on its memory_seq row (whose lock orders
 	// appends to the key), and of entries past the window only the newest keep are inserted.
@@ -76,7 +77,7 @@ const (
 		INSERT INTO sessions (connection_id, state, language, authenticated, identity, display_name, roles,
 			credential_expiry, flow, menu_digest, created_at, updated_at)
 		SELECT $2::text, $9::text, $10::text, $11::boolean, $12::text, $13::text, $14::text::json, $15::bigint,
-			$16::text::json, $17::text, $6::bigint, $6::bigint
+			$16::text::json, $17::text, $6::bigint, $25::bigint
 		WHERE $8::boolean AND EXISTS (SELECT 1 FROM e)
 		ON CONFLICT (connection_id) DO UPDATE SET state = excluded.state, language = excluded.language,
 			authenticated = excluded.authenticated, identity = excluded.identity, display_name = excluded.display_name,
@@ -178,7 +179,8 @@ func (db *DB) completeSQLite(ctx context.Context, c store.Completion) (store.Com
 				return err
 			}
 			if _, err := tx.exec(ctx, qPutSession, l.ConnectionID, s.State, s.Language, s.Authenticated, s.Identity,
-				s.DisplayName, roles, millis(s.CredentialExpiry), jsonArg(s.Flow), s.MenuDigest, millis(now)); err != nil {
+				s.DisplayName, roles, millis(s.CredentialExpiry), jsonArg(s.Flow), s.MenuDigest, millis(now),
+				millis(cmp.Or(s.UpdatedAt, now))); err != nil {
 				return err
 			}
 		}
@@ -285,6 +287,11 @@ func (db *DB) completePostgres(ctx context.Context, c store.Completion) (store.C
 		}
 		args = append(args, a)
 	}
+	updated := now
+	if c.Session != nil && !c.Session.UpdatedAt.IsZero() {
+		updated = c.Session.UpdatedAt
+	}
+	args = append(args, millis(updated))
 
 	var done bool
 	var ids []int64

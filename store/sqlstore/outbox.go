@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -26,9 +27,13 @@ const (
 	UPDATE outbox SET attempts = attempts + 1, next_attempt_at = $2
 	WHERE id IN (SELECT id FROM c) AND next_attempt_at <= $1
 	RETURNING ` + outboxColumns
-	qAckOutbox     = `DELETE FROM outbox WHERE id = $1`
-	qRetryOutbox   = `UPDATE outbox SET next_attempt_at = $2, last_error = $3 WHERE id = $1`
-	qPendingOutbox = `SELECT COUNT(*) FROM outbox WHERE identity = $1`
+	qAckOutbox = `DELETE FROM outbox WHERE id = $1`
+	// qAckOutboxList removes the messages of a JSON array of ids, per dialect (a JSON array is
+	// the one list both take as one parameter).
+	qAckOutboxListPostgres = `DELETE FROM outbox WHERE id IN (SELECT json_array_elements_text($1::json)::bigint)`
+	qAckOutboxListSQLite   = `DELETE FROM outbox WHERE id IN (SELECT value FROM json_each($1))`
+	qRetryOutbox           = `UPDATE outbox SET next_attempt_at = $2, last_error = $3 WHERE id = $1`
+	qPendingOutbox         = `SELECT COUNT(*) FROM outbox WHERE identity = $1`
 )
 
 // EnqueueOutbox stores a message and returns its id. CreatedAt and NextAttemptAt default to the
@@ -71,10 +76,28 @@ func (db *DB) ClaimOutbox(ctx context.Context, c store.OutboxClaim) ([]store.Out
 	return ms, nil
 }
 
-// AckOutbox removes a delivered message; acking a missing message is not an error.
-func (db *DB) AckOutbox(ctx context.Context, id int64) error {
-	if _, err := db.conn().exec(ctx, qAckOutbox, id); err != nil {
-		return fmt.Errorf("ack outbox %d: %w", id, err)
+// AckOutbox removes delivered messages in one statement; acking a missing message is not an
+// error.
+func (db *DB) AckOutbox(ctx context.Context, ids ...int64) error {
+	switch len(ids) {
+	case 0:
+		return nil
+	case 1:
+		if _, err := db.conn().exec(ctx, qAckOutbox, ids[0]); err != nil {
+			return fmt.Errorf("ack outbox %d: %w", ids[0], err)
+		}
+		return nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("ack outbox: %w", err)
+	}
+	q := qAckOutboxListSQLite
+	if db.d.name == postgres {
+		q = qAckOutboxListPostgres
+	}
+	if _, err := db.conn().exec(ctx, q, string(list)); err != nil {
+		return fmt.Errorf("ack %d outbox messages: %w", len(ids), err)
 	}
 	return nil
 }
