@@ -118,9 +118,14 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 		w.session = &cur
 	}
 	b.deliverOut(ctx, w, fx.Out, ids)
-	if cur.Authenticated && (!before.Authenticated || before.Identity != cur.Identity || it.kind == channel.KindConnectionReady || b.waiting(cur.Identity)) {
+	// The user is here: what the outbox holds for them goes out now (a notice put off while
+	// they were away, or refused by a connection that is back). A new worker means the
+	// connection was idle, or the bot restarted.
+	if cur.Authenticated && (!before.Authenticated || before.Identity != cur.Identity || it.kind == channel.KindConnectionReady ||
+		w.fresh || b.waiting(cur.Identity)) {
 		b.Kick(cur.Identity)
 	}
+	w.fresh = false
 	return outcomeDone
 }
 

@@ -46,11 +46,13 @@ type worker struct {
 	queue   []item // sorted by id
 	session *store.Session
 	done    []int64 // ids completed recently (bounded)
+	// fresh: no event handled yet (the user's outbox is delivered after the first).
+	fresh bool
 }
 
 // spawn starts the worker of conn (b.mu held). l is the lease when the caller just took it.
 func (b *Bot) spawn(conn string, l *store.Lease) *worker {
-	w := &worker{b: b, conn: conn, log: b.log.With(slog.String("connection", conn)), signal: make(chan struct{}, 1)}
+	w := &worker{b: b, conn: conn, log: b.log.With(slog.String("connection", conn)), signal: make(chan struct{}, 1), fresh: true}
 	if l != nil {
 		w.lease, w.held, w.fetch = *l, true, true
 	}
