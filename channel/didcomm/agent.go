@@ -17,7 +17,6 @@ import (
 	"github.com/hyperledger/aries-framework-go/pkg/didcomm/common/service"
 	"github.com/hyperledger/aries-framework-go/pkg/didcomm/dispatcher"
 	"github.com/hyperledger/aries-framework-go/pkg/didcomm/transport"
-	arieshttp "github.com/hyperledger/aries-framework-go/pkg/didcomm/transport/http"
 	"github.com/hyperledger/aries-framework-go/pkg/framework/aries"
 	"github.com/hyperledger/aries-framework-go/pkg/framework/aries/api"
 	afgoctx "github.com/hyperledger/aries-framework-go/pkg/framework/context"
@@ -42,6 +41,9 @@ type agentConfig struct {
 	HTTPClient   *http.Client
 	MaxBodyBytes int64
 	Logger       *slog.Logger
+	// Undelivered, when set, is called once for each message that could not be delivered, with
+	// the reason (ReasonNoRoute, ReasonRefused, …).
+	Undelivered func(reason string)
 }
 
 // inboundFunc receives a message addressed to this agent, with the connection it came on.
@@ -60,6 +62,7 @@ type agent struct {
 	dex     *didexchange.Client
 	lookup  *connection.Lookup
 	inbound *inboundTransport
+	out     *outboundTransport
 	msgs    *messageService
 	life    context.Context // the agent's lifecycle context (storage operations)
 	stop    context.CancelFunc
@@ -99,11 +102,7 @@ func openAgent(cfg agentConfig) (*agent, error) {
 		stop()
 		return nil, fmt.Errorf("didcomm: secret lock: %w", err)
 	}
-	out, err := arieshttp.NewOutbound(arieshttp.WithOutboundHTTPClient(cfg.HTTPClient))
-	if err != nil {
-		stop()
-		return nil, fmt.Errorf("didcomm: outbound transport: %w", err)
-	}
+	a.out = newOutboundTransport(life, cfg.HTTPClient, cfg.Logger)
 	auth, anon := newPackers(&interopFixer{})
 	sp := newStorageProvider(life, cfg.Records, cfg.Namespace+"store/")
 	peerVDR, err := newCachedPeerVDR(sp)
@@ -118,7 +117,7 @@ func openAgent(cfg agentConfig) (*agent, error) {
 		aries.WithProtocolStateStoreProvider(newStorageProvider(life, cfg.Records, cfg.Namespace+"state/")),
 		aries.WithSecretLock(lock),
 		aries.WithInboundTransport(a.inbound),
-		aries.WithOutboundTransports(out),
+		aries.WithOutboundTransports(a.out),
 		// Registered before afgo's defaults, so it also takes present-proof 2.0 from afgo's service.
 		aries.WithProtocols(api.ProtocolSvcCreator{
 			Create: func(api.Provider) (dispatcher.ProtocolService, error) { return a.msgs, nil },
@@ -156,6 +155,7 @@ func (a *agent) clients() error {
 func (a *agent) close() error {
 	a.closed.Do(func() {
 		a.stop()
+		a.out.close()
 		if a.fw != nil {
 			if err := a.fw.Close(); err != nil {
 				a.closeEr = fmt.Errorf("didcomm: close framework: %w", err)
@@ -190,6 +190,10 @@ func (a *agent) run(ctx context.Context, onInbound inboundFunc, onConnection con
 			// decided later, by credentials.
 			act.Continue(nil)
 		case st := <-states:
+			if st.Type == service.PostState && st.StateID == "abandoned" {
+				a.abandoned(ctx, st)
+				continue
+			}
 			if st.Type != service.PostState || st.StateID != "completed" {
 				continue
 			}
@@ -206,6 +210,29 @@ func (a *agent) run(ctx context.Context, onInbound inboundFunc, onConnection con
 			a.log.InfoContext(ctx, "didcomm connection completed", "connection", rec.ConnectionID, "their_label", rec.TheirLabel)
 			onConnection(ctx, rec.ConnectionID, rec.TheirLabel)
 		}
+	}
+}
+
+// abandoned reports a DID exchange afgo gave up on — most often because its response could not
+// be delivered (a wallet's mediator refused it, or is down). The connection stays "abandoned",
+// never ready; its id and the reason are logged once, and an undelivered response is counted.
+func (a *agent) abandoned(ctx context.Context, st service.StateMsg) {
+	connID, cause := "", ""
+	if props, ok := st.Properties.(didexchange.Event); ok {
+		connID = props.ConnectionID()
+	}
+	if e, ok := st.Properties.(error); ok {
+		cause = e.Error()
+	}
+	reason, endpoint, undelivered := parseUndelivered(cause)
+	if !undelivered {
+		a.log.WarnContext(ctx, "didcomm connection abandoned", "connection", connID, "reason", "protocol", "err", cause)
+		return
+	}
+	a.log.WarnContext(ctx, "didcomm message not delivered", "connection", connID, "type", didexchange10+"response",
+		"endpoint", endpointHost(endpoint), "reason", reason, "state", "abandoned", "err", cause)
+	if a.cfg.Undelivered != nil {
+		a.cfg.Undelivered(reason)
 	}
 }
 
@@ -255,6 +282,11 @@ func (a *agent) connectionByDIDs(myDID, theirDID string) (string, error) {
 func (a *agent) send(connID string, msg any) error {
 	rec, err := a.connection(connID)
 	if err != nil {
+		a.log.WarnContext(a.life, "didcomm message not delivered", "connection", connID, "type", messageType(msg),
+			"reason", ReasonNoRoute, "err", err)
+		if a.cfg.Undelivered != nil {
+			a.cfg.Undelivered(ReasonNoRoute)
+		}
 		return err
 	}
 	// The dispatcher wants its own map type; afgo's struct conversion drops promoted fields, so
@@ -267,10 +299,46 @@ func (a *agent) send(connID string, msg any) error {
 	if err != nil {
 		return fmt.Errorf("didcomm: encode message: %w", err)
 	}
+	if endpoint, err := a.route(rec.TheirDID); err != nil {
+		return a.undelivered(connID, m.Type(), endpoint, &deliveryError{Endpoint: endpoint, Reason: ReasonNoRoute, Err: err})
+	}
 	if err := a.ctx.OutboundDispatcher().SendToDID(m, rec.MyDID, rec.TheirDID); err != nil {
-		return fmt.Errorf("didcomm: send to %s: %w", connID, err)
+		return a.undelivered(connID, m.Type(), "", err)
 	}
 	return nil
+}
+
+// route returns the endpoint messages to theirDID go to, or why there is none.
+func (a *agent) route(theirDID string) (string, error) {
+	doc, err := a.ctx.VDRegistry().Resolve(theirDID)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", shortDID(theirDID), err)
+	}
+	dest, err := service.CreateDestination(doc.DIDDocument)
+	if err != nil {
+		return "", err
+	}
+	endpoint, err := dest.ServiceEndpoint.URI()
+	if err != nil || !supportedScheme(endpoint) {
+		return endpoint, fmt.Errorf("endpoint %q is not http(s) or ws(s)", clipKey(endpoint))
+	}
+	return endpoint, nil
+}
+
+// undelivered reports a message that could not be delivered — one WARN line with the
+// connection, the message type, the endpoint and the reason, and the Undelivered hook — and
+// returns the error for the caller.
+func (a *agent) undelivered(connID, msgType, endpoint string, err error) error {
+	reason, ep := undeliveredReason(err)
+	if endpoint == "" {
+		endpoint = ep
+	}
+	a.log.WarnContext(a.life, "didcomm message not delivered", "connection", connID, "type", msgType,
+		"endpoint", endpointHost(endpoint), "reason", reason, "err", err)
+	if a.cfg.Undelivered != nil {
+		a.cfg.Undelivered(reason)
+	}
+	return fmt.Errorf("didcomm: send %s to %s: %w (%w)", msgType, connID, ErrUndelivered, err)
 }
 
 // messageService is a protocol service for every message type this package handles itself

@@ -36,6 +36,10 @@ type Config struct {
 	HTTPClient   *http.Client
 	Logger       *slog.Logger
 	Now          func() time.Time
+	// Undelivered, when set, is called once for every message that could not be delivered
+	// (each is also logged at WARN), with its reason: ReasonNoRoute, ReasonRefused,
+	// ReasonHTTPStatus, ReasonTimeout or ReasonError. packbot serve counts them on /metrics.
+	Undelivered func(reason string)
 }
 
 // EndpointPath is where the channel receives envelopes on packbot's HTTP server.
@@ -76,7 +80,7 @@ func Open(ctx context.Context, cfg Config) (*Channel, error) {
 	a, err := openAgent(agentConfig{
 		Records: cfg.Records, Namespace: "didcomm/", Endpoint: strings.TrimRight(cfg.PublicURL, "/") + EndpointPath,
 		Label: cfg.Label, MasterKey: cfg.MasterKey, HTTPClient: cfg.HTTPClient, MaxBodyBytes: cfg.MaxBodyBytes,
-		Logger: cfg.Logger.With("component", "didcomm"),
+		Logger: cfg.Logger.With("component", "didcomm"), Undelivered: cfg.Undelivered,
 	})
 	if err != nil {
 		return nil, err
