@@ -20,6 +20,7 @@ import (
 	"github.com/hyperledger/aries-framework-go/pkg/framework/aries"
 	"github.com/hyperledger/aries-framework-go/pkg/framework/aries/api"
 	afgoctx "github.com/hyperledger/aries-framework-go/pkg/framework/context"
+	"github.com/hyperledger/aries-framework-go/pkg/kms"
 	"github.com/hyperledger/aries-framework-go/pkg/secretlock/local"
 	"github.com/hyperledger/aries-framework-go/pkg/store/connection"
 
@@ -131,7 +132,32 @@ func openAgent(cfg agentConfig) (*agent, error) {
 	if err := a.clients(); err != nil {
 		return nil, errors.Join(err, a.close())
 	}
+	if err := a.checkMasterKey(life); err != nil {
+		return nil, errors.Join(err, a.close())
+	}
 	return a, nil
+}
+
+// ErrMasterKey: the master key cannot unlock the agent's keys kept in the store (they were
+// locked with another key).
+var ErrMasterKey = errors.New("the DIDComm master key does not unlock the agent's stored keys")
+
+// checkMasterKey opens one of the agent's stored private keys, if it has any: with another
+// master key than the one they were locked with, the agent would start and then refuse every
+// envelope ("no recipient key of this agent").
+func (a *agent) checkMasterKey(ctx context.Context) error {
+	ns := a.cfg.Namespace + "store/" + strings.ToLower(kms.AriesWrapperStoreName)
+	rs, err := a.cfg.Records.QueryRecords(ctx, ns)
+	if err != nil {
+		return fmt.Errorf("didcomm: read stored keys: %w", err)
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	if _, err := a.ctx.KMS().Get(rs[0].Key); err != nil {
+		return fmt.Errorf("didcomm: %w (%d stored keys; key %s: %w)", ErrMasterKey, len(rs), rs[0].Key, err)
+	}
+	return nil
 }
 
 func (a *agent) clients() error {

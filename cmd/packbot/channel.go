@@ -27,6 +27,8 @@ type channelOptions struct {
 	kind      string
 	publicURL string
 	maxBody   int64
+	// undelivered counts messages the channel could not deliver, by reason (nil: not counted).
+	undelivered func(reason string)
 }
 
 func (o *channelOptions) bind(f *pflag.FlagSet) {
@@ -52,6 +54,8 @@ type channelDeps struct {
 	dataDir   string
 	publicURL string
 	maxBody   int64
+	// undelivered counts the messages the channel could not deliver, by reason (nil: not counted).
+	undelivered func(reason string)
 }
 
 // channelFactories maps a channel name to its constructor (explicit, no init registration).
@@ -87,7 +91,7 @@ func (o *channelOptions) resolve(a *app) string {
 }
 
 func openDIDComm(ctx context.Context, d channelDeps) (*openedChannel, error) {
-	key, err := didcommKey(d.app, d.dataDir, d.storeKind)
+	key, source, err := didcommKey(d.app, d.dataDir, d.storeKind)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +103,13 @@ func openDIDComm(ctx context.Context, d channelDeps) (*openedChannel, error) {
 		MasterKey:    key,
 		MaxBodyBytes: d.maxBody,
 		Logger:       d.app.logger,
+		Undelivered:  d.undelivered,
 	})
+	if errors.Is(err, didcomm.ErrMasterKey) {
+		return nil, fmt.Errorf("%s does not unlock the DIDComm keys already in the store (%s): set %s to the key "+
+			"this store was first used with (replicas must share one key); a store's DIDComm keys cannot be "+
+			"re-locked, so a new key needs a new store, and wallets a new invitation", source, d.storeKind, EnvDIDCommKey)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -124,20 +134,22 @@ const EnvDIDCommKey = "PACKBOT_DIDCOMM_KEY"
 // didcommKey returns the key that locks the DIDComm agent's private keys in the store:
 // PACKBOT_DIDCOMM_KEY, else a key file in the data folder, created on first use. Replicas that
 // share PostgreSQL must share the key, so with PostgreSQL a key file is a warning.
-func didcommKey(a *app, dataDir, storeKind string) ([]byte, error) {
+// The second result names where the key came from, for messages.
+func didcommKey(a *app, dataDir, storeKind string) ([]byte, string, error) {
 	if v := a.getenv(EnvDIDCommKey); v != "" {
 		k, err := hex.DecodeString(strings.TrimSpace(v))
 		if err != nil || len(k) != 32 {
-			return nil, fmt.Errorf("%s: want 64 hexadecimal characters (packbot keys gen prints one)", EnvDIDCommKey)
+			return nil, "", fmt.Errorf("%s: want 64 hexadecimal characters (packbot keys gen prints one)", EnvDIDCommKey)
 		}
-		return k, nil
+		return k, EnvDIDCommKey, nil
 	}
 	path := filepath.Join(dataDir, "didcomm.key")
 	if storeKind == "postgres" {
 		a.logger.Warn("DIDComm keys are locked with a key file in the data folder; replicas sharing the database need the same "+EnvDIDCommKey,
 			slog.String("file", path))
 	}
-	return keyFile(path)
+	k, err := keyFile(path)
+	return k, "the key file " + path, err
 }
 
 // keyFile reads a 32-byte hex key file, creating it (0600) when missing.

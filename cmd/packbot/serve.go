@@ -111,7 +111,12 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	oc, err := open(ctx, channelDeps{app: a, pack: p, records: st, storeKind: scfg.kind, dataDir: o.store.dir(a), publicURL: publicURL, maxBody: maxBody})
+	undelivered := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "packbot_didcomm_undelivered_total",
+		Help: "DIDComm messages that could not be delivered to a wallet (or its mediator), by reason.",
+	}, []string{"reason"})
+	oc, err := open(ctx, channelDeps{app: a, pack: p, records: st, storeKind: scfg.kind, dataDir: o.store.dir(a), publicURL: publicURL,
+		maxBody: maxBody, undelivered: func(reason string) { undelivered.WithLabelValues(reason).Inc() }})
 	if err != nil {
 		return err
 	}
@@ -121,7 +126,7 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 		}
 	}()
 
-	mux := newHTTPHandler(st, p, log)
+	mux := newHTTPHandler(st, p, log, undelivered)
 	if m, ok := oc.ch.(channel.HTTPMounter); ok {
 		m.Mount(mux)
 	}
@@ -234,8 +239,9 @@ func printInvitation(ctx context.Context, a *app, invitation func(context.Contex
 
 // newHTTPHandler serves the operational endpoints; the wallet channel (the DIDComm inbound
 // endpoint, the VS Agent webhooks) and later OAuth callbacks mount on the same mux.
-func newHTTPHandler(st store.Store, p *packs.Pack, log *slog.Logger) *http.ServeMux {
+func newHTTPHandler(st store.Store, p *packs.Pack, log *slog.Logger, metrics ...prometheus.Collector) *http.ServeMux {
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics...)
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
