@@ -271,7 +271,7 @@ func start(t testing.TB, node, dir, label, logLevel string, extra []string) *Age
 		a.end(fmt.Errorf("credo harness %q exited (%s)", label, status))
 		close(a.exited)
 	}()
-	t.Cleanup(a.stop)
+	t.Cleanup(a.Stop)
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -303,9 +303,9 @@ func sourceDir() string {
 	return filepath.Dir(file)
 }
 
-// stop asks the harness to shut down, kills it if it does not exit in time, and waits until
-// its output is read.
-func (a *Agent) stop() {
+// Stop asks the harness to shut down, kills it if it does not exit in time, and waits until
+// its output is read. Start's cleanup calls it; calling it again does nothing.
+func (a *Agent) Stop() {
 	a.mu.Lock()
 	_, err := fmt.Fprintln(a.stdin, `{"cmd":"shutdown"}`)
 	a.mu.Unlock()
