@@ -414,14 +414,15 @@ func (a *Agent) Next(ctx context.Context) (Event, error) {
 }
 
 // Expect returns the next unsolicited event, which must be of the given kind (e.g. "text",
-// "menu", "message"); "connected" events are skipped unless kind is "connected".
+// "menu", "message"); "connected" and "proof" (a proof exchange's later states) events are
+// skipped unless kind is theirs.
 func (a *Agent) Expect(ctx context.Context, kind string) (Event, error) {
 	for {
 		e, err := a.Next(ctx)
 		if err != nil {
 			return Event{}, fmt.Errorf("waiting for %s: %w", kind, err)
 		}
-		if e.Event == "connected" && kind != "connected" {
+		if (e.Event == "connected" || e.Event == "proof") && kind != e.Event {
 			continue
 		}
 		if e.Event != kind {

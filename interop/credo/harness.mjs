@@ -286,6 +286,8 @@ const unreported = new Set([
   'coordinate-mediation',
   'messagepickup',
   'routing',
+  // Proof requests are reported as proof-request events, with the record id to answer them.
+  'present-proof',
 ])
 
 function observe(agent, wallet) {
