@@ -145,11 +145,11 @@ func newCredential(issuer *Key, req IssueRequest) (*verifiable.Credential, error
 	vc := &verifiable.Credential{
 		Context:       contexts,
 		CustomContext: inline,
-		ID:      req.ID,
-		Types:   types,
-		Subject: verifiable.Subject{ID: req.Subject, CustomFields: attrs},
-		Issuer:  verifiable.Issuer{ID: issuer.did},
-		Issued:  util.NewTime(issued),
+		ID:            req.ID,
+		Types:         types,
+		Subject:       verifiable.Subject{ID: req.Subject, CustomFields: attrs},
+		Issuer:        verifiable.Issuer{ID: issuer.did},
+		Issued:        util.NewTime(issued),
 	}
 	if !req.ExpiresAt.IsZero() {
 		exp := req.ExpiresAt.UTC().Truncate(time.Second)
