@@ -128,6 +128,21 @@ func openVSAgent(_ context.Context, d channelDeps) (*openedChannel, error) {
 	return &openedChannel{ch: ch, close: func() error { return nil }}, nil
 }
 
+// channelProblem says why pack p cannot work on the channel kind, with the fix; "" when it can.
+// The embedded didcomm channel verifies W3C credentials only: a pack whose authentication
+// names only an AnonCreds credential definition (the Hologram production shape) would fail at
+// every login.
+func channelProblem(p *packs.Pack, kind string) string {
+	a := p.Flows.Authentication
+	if kind != "didcomm" || !a.Enabled || a.CredentialDefinitionID == "" || a.Credential != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s: flows.authentication.credentialDefinitionId: %q is an AnonCreds credential definition, "+
+		"which the embedded didcomm channel cannot verify; run the vsagent channel (set VS_AGENT_ADMIN_URL, or "+
+		"--channel vsagent / PACKBOT_CHANNEL=vsagent), or describe a W3C credential for didcomm instead: "+
+		"flows.authentication.credential: {type: EmployeeCredential, issuers: [did:key:…]}", p.Source, a.CredentialDefinitionID)
+}
+
 // EnvDIDCommKey holds the master key of the DIDComm agent (64 hex characters).
 const EnvDIDCommKey = "PACKBOT_DIDCOMM_KEY"
 

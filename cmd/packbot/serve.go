@@ -68,6 +68,9 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	for _, w := range p.Warnings {
 		log.WarnContext(ctx, "agent pack", slog.String("problem", w.String()))
 	}
+	if problem := channelProblem(p, o.channel.resolve(a)); problem != "" {
+		return errors.New(problem)
+	}
 	log.InfoContext(ctx, "agent pack loaded", slog.String("source", p.Source), slog.String("id", p.Metadata.ID),
 		slog.Int("mcp_servers", len(p.MCP.Servers)))
 
