@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/channel/channeltest"
 	"github.com/packbot/packbot/channel/didcomm/credential"
 	"github.com/packbot/packbot/interop/credo"
 )
@@ -82,5 +83,47 @@ func TestCredoPresents(t *testing.T) {
 				t.Fatalf("presentation: %+v", res)
 			}
 		})
+	}
+}
+
+// TestProofTimeout: a wallet that never answers a proof request: after the time limit the bot
+// gets TimedOut for it (once), a late presentation is not verified, and a new request works.
+func TestProofTimeout(t *testing.T) {
+	ctx := testContext(t)
+	st := testStores(t)["SQLite"](t)
+	bot := startBotWith(t, st, nil, "", func(c *Config) { c.ProofTimeout = 200 * time.Millisecond })
+	events := make(eventChan, 64)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = bot.ch.Run(runCtx, events) }()
+	t.Cleanup(func() { stop(); <-done })
+	tw, err := newTestWallet(t, ctx, bot.ch, st, map[string]string{"name": "Ana", "email": "ana@acme.corp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := channel.ProofRequest{CredentialType: "EmployeeCredential", Issuers: []string{issuerForTests.DID()}}
+	first, err := bot.ch.RequestProof(ctx, tw.Conn(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := expectEvent[channel.PresentationResult](ctx, t, events)
+	if res.RequestID != first || res.Outcome != channel.TimedOut {
+		t.Fatalf("unanswered request: %+v", res)
+	}
+	second, err := bot.ch.RequestProof(ctx, tw.Conn(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The wallet got both requests; it ignored the first and answers the second.
+	for _, want := range []string{first, second} {
+		if got := channeltest.ExpectReceived(ctx, t, tw, "proof request", func(r channeltest.Received) bool { return r.ProofRequest != nil }); got.ID != want {
+			t.Fatalf("proof request %s, want %s", got.ID, want)
+		}
+	}
+	if err := tw.Present(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if res := expectEvent[channel.PresentationResult](ctx, t, events); res.RequestID != second || res.Outcome != channel.Verified {
+		t.Fatalf("second request: %+v", res)
 	}
 }

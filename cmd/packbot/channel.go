@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -95,6 +96,12 @@ func openDIDComm(ctx context.Context, d channelDeps) (*openedChannel, error) {
 	if err != nil {
 		return nil, err
 	}
+	var proofTimeout time.Duration
+	if v := d.app.getenv("PACKBOT_PROOF_TIMEOUT"); v != "" {
+		if proofTimeout, err = time.ParseDuration(v); err != nil || proofTimeout <= 0 {
+			return nil, fmt.Errorf("PACKBOT_PROOF_TIMEOUT %q: want a positive duration such as 5m", v)
+		}
+	}
 	ch, err := didcomm.Open(ctx, didcomm.Config{
 		Records:      d.records,
 		PublicURL:    d.publicURL,
@@ -104,6 +111,7 @@ func openDIDComm(ctx context.Context, d channelDeps) (*openedChannel, error) {
 		MaxBodyBytes: d.maxBody,
 		Logger:       d.app.logger,
 		Undelivered:  d.undelivered,
+		ProofTimeout: proofTimeout,
 	})
 	if errors.Is(err, didcomm.ErrMasterKey) {
 		return nil, fmt.Errorf("%s does not unlock the DIDComm keys already in the store (%s): set %s to the key "+
