@@ -181,7 +181,6 @@ func (a *agent) clients() error {
 func (a *agent) close() error {
 	a.closed.Do(func() {
 		a.stop()
-		a.out.close()
 		if a.fw != nil {
 			if err := a.fw.Close(); err != nil {
 				a.closeEr = fmt.Errorf("didcomm: close framework: %w", err)

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -108,21 +107,17 @@ func undeliveredReason(err error) (reason, endpoint string) {
 // every failure alike). Forward wrapping for mediated recipients happens before, in afgo's
 // dispatcher, with keys our DID documents give it (see routing.go).
 //
-// WebSocket connections are kept per endpoint and reused, so that a chat through a mediator
-// does not dial per message; a connection that fails is dropped and dialled again on the next
-// message. close ends them all; Send after close fails.
+// Each envelope sent over WebSocket gets its own connection, closed with a close handshake
+// once written: a Credo mediator closes a socket as soon as a message on it asks for no return
+// route (every forward), so a reused socket would swallow the next message unnoticed.
 type outboundTransport struct {
 	client *http.Client
 	life   context.Context
 	log    *slog.Logger
-
-	mu     sync.Mutex
-	ws     map[string]*websocket.Conn
-	closed bool
 }
 
 func newOutboundTransport(life context.Context, client *http.Client, log *slog.Logger) *outboundTransport {
-	return &outboundTransport{client: client, life: life, log: log, ws: make(map[string]*websocket.Conn)}
+	return &outboundTransport{client: client, life: life, log: log}
 }
 
 // Start implements transport.OutboundTransport.
@@ -152,6 +147,9 @@ func (t *outboundTransport) Send(data []byte, dest *service.Destination) (string
 	if err != nil || endpoint == "" {
 		return "", &deliveryError{Endpoint: endpoint, Reason: ReasonNoRoute, Err: errors.New("no service endpoint")}
 	}
+	if !supportedScheme(endpoint) {
+		return "", &deliveryError{Endpoint: endpoint, Reason: ReasonNoRoute, Err: errors.New("unsupported endpoint scheme")}
+	}
 	ctx, cancel := context.WithTimeout(t.life, deliveryTimeout)
 	defer cancel()
 	if strings.HasPrefix(endpoint, "ws://") || strings.HasPrefix(endpoint, "wss://") {
@@ -161,9 +159,6 @@ func (t *outboundTransport) Send(data []byte, dest *service.Destination) (string
 }
 
 func (t *outboundTransport) sendHTTP(ctx context.Context, endpoint string, data []byte) error {
-	if !supportedScheme(endpoint) {
-		return &deliveryError{Endpoint: endpoint, Reason: ReasonNoRoute, Err: errors.New("unsupported endpoint scheme")}
-	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(data))
 	if err != nil {
 		return &deliveryError{Endpoint: endpoint, Reason: ReasonNoRoute, Err: err}
@@ -181,37 +176,10 @@ func (t *outboundTransport) sendHTTP(ctx context.Context, endpoint string, data 
 	return nil
 }
 
-// sendWS writes one envelope as a binary message on the endpoint's connection, dialling it when
-// there is none. A write on a connection that went stale is tried once more on a new one.
+// sendWS dials the endpoint, writes the envelope as one binary message, and closes the
+// connection with a close handshake, which returns once the peer has read what was written.
 func (t *outboundTransport) sendWS(ctx context.Context, endpoint string, data []byte) error {
-	for attempt := 0; ; attempt++ {
-		c, fresh, err := t.wsConn(ctx, endpoint)
-		if err != nil {
-			return err
-		}
-		err = c.Write(ctx, websocket.MessageBinary, data)
-		if err == nil {
-			return nil
-		}
-		t.dropWS(endpoint, c)
-		if fresh || attempt > 0 || ctx.Err() != nil {
-			return &deliveryError{Endpoint: endpoint, Reason: networkReason(err), Err: err}
-		}
-	}
-}
-
-func (t *outboundTransport) wsConn(ctx context.Context, endpoint string) (*websocket.Conn, bool, error) {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, false, &deliveryError{Endpoint: endpoint, Reason: ReasonError, Err: errors.New("agent closed")}
-	}
-	if c, ok := t.ws[endpoint]; ok {
-		t.mu.Unlock()
-		return c, false, nil
-	}
-	t.mu.Unlock()
-	// The handshake uses a client without a total timeout: the connection outlives it.
+	// The handshake uses a client without a total timeout; ctx bounds the whole exchange.
 	c, resp, err := websocket.Dial(ctx, endpoint, &websocket.DialOptions{HTTPClient: &http.Client{Transport: t.client.Transport}})
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()
@@ -222,42 +190,18 @@ func (t *outboundTransport) wsConn(ctx context.Context, endpoint string) (*webso
 			reason = ReasonHTTPStatus
 			err = fmt.Errorf("WebSocket handshake: HTTP %d", resp.StatusCode)
 		}
-		return nil, false, &deliveryError{Endpoint: endpoint, Reason: reason, Err: err}
+		return &deliveryError{Endpoint: endpoint, Reason: reason, Err: err}
 	}
-	// Nothing is expected back (no return route); CloseRead answers pings and notices a close.
-	c.CloseRead(t.life)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		_ = c.CloseNow()
-		return nil, false, &deliveryError{Endpoint: endpoint, Reason: ReasonError, Err: errors.New("agent closed")}
+	defer func() { _ = c.CloseNow() }()
+	c.SetReadLimit(64 << 10)
+	if err := c.Write(ctx, websocket.MessageBinary, data); err != nil {
+		return &deliveryError{Endpoint: endpoint, Reason: networkReason(err), Err: err}
 	}
-	if old, ok := t.ws[endpoint]; ok { // another sender dialled meanwhile: use one
-		_ = c.CloseNow()
-		return old, false, nil
+	// A peer that closes first (as Credo's mediator does once the message is in) is fine too.
+	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil && websocket.CloseStatus(err) == -1 && !errors.Is(err, net.ErrClosed) {
+		t.log.DebugContext(ctx, "didcomm WebSocket close", "endpoint", endpointHost(endpoint), "err", err)
 	}
-	t.ws[endpoint] = c
-	return c, true, nil
-}
-
-func (t *outboundTransport) dropWS(endpoint string, c *websocket.Conn) {
-	t.mu.Lock()
-	if t.ws[endpoint] == c {
-		delete(t.ws, endpoint)
-	}
-	t.mu.Unlock()
-	_ = c.CloseNow()
-}
-
-// close ends every WebSocket connection. Idempotent.
-func (t *outboundTransport) close() {
-	t.mu.Lock()
-	conns := t.ws
-	t.ws, t.closed = map[string]*websocket.Conn{}, true
-	t.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close(websocket.StatusGoingAway, "agent closing")
-	}
+	return nil
 }
 
 // networkReason classifies a transport error.

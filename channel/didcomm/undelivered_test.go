@@ -39,7 +39,6 @@ func TestOutboundReasons(t *testing.T) {
 	defer refusing.Close()
 	down := closedAddr(t)
 	out := newOutboundTransport(t.Context(), &http.Client{}, slog.New(slog.DiscardHandler))
-	defer out.close()
 	for endpoint, want := range map[string]string{
 		refusing.URL: ReasonHTTPStatus,
 		"ws" + strings.TrimPrefix(refusing.URL, "http"): ReasonHTTPStatus,
