@@ -237,7 +237,10 @@ func (b *Bot) handle(ctx context.Context, e channel.Event) {
 	if asked && b.takeRefresh(conn) {
 		asked = false
 	}
-	b.sendMenu(ctx, conn, s, asked)
+	// A selection closes the wallet's menu (RFC 0509; Credo's action-menu module, the Hologram
+	// app's, takes no second selection until a new menu comes): each is answered with the menu.
+	_, selected := e.(channel.MenuSelected)
+	b.sendMenu(ctx, conn, s, asked || selected)
 	if s.Authenticated && (!before.Authenticated || before.Identity != s.Identity || isReady(e) || b.waiting(s.Identity)) {
 		b.Kick(s.Identity)
 	}

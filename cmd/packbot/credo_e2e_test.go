@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,10 @@ type credoUser struct {
 	ctx  context.Context
 	w    *credo.Agent
 	conn string
+	// menu is the last menu received since the last selection (nil: none yet); held are
+	// events read while waiting for a menu, returned by next first.
+	menu *credo.Event
+	held []credo.Event
 }
 
 // credoUser starts a Credo wallet with opts, gives it a credential from the demo issuer in
@@ -56,15 +61,29 @@ func (e *e2e) credoUser(ctx context.Context, name, lang, format string, opts *cr
 	return &credoUser{t: t, ctx: ctx, w: w, conn: conn}
 }
 
+// event returns the next event, held ones first; menus are remembered.
+func (u *credoUser) event() credo.Event {
+	u.t.Helper()
+	if len(u.held) > 0 {
+		e := u.held[0]
+		u.held = u.held[1:]
+		return e
+	}
+	e, err := u.w.Next(u.ctx)
+	if err != nil {
+		u.t.Fatalf("waiting for an event: %v", err)
+	}
+	if e.Event == "menu" {
+		u.menu = &e
+	}
+	return e
+}
+
 // next returns the next event of kind, skipping the others (menus, receipts, profiles…).
 func (u *credoUser) next(kind string) credo.Event {
 	u.t.Helper()
 	for {
-		e, err := u.w.Next(u.ctx)
-		if err != nil {
-			u.t.Fatalf("waiting for %s: %v", kind, err)
-		}
-		if e.Event == kind {
+		if e := u.event(); e.Event == kind {
 			return e
 		}
 	}
@@ -83,9 +102,23 @@ func (u *credoUser) say(s string) string {
 	return u.text()
 }
 
-// selectItem performs a menu option with Credo's action-menu module (on the last menu).
+// selectItem performs a menu option with Credo's action-menu module, as a user taps it in the
+// menu on screen: in a menu received since the last selection (a selection closes a menu; the
+// bot answers each with a new one) that has the option.
 func (u *credoUser) selectItem(id string) {
 	u.t.Helper()
+	for u.menu == nil || !slices.ContainsFunc(u.menu.Options, func(o credo.MenuOption) bool { return o.Name == id }) {
+		e, err := u.w.Next(u.ctx)
+		if err != nil {
+			u.t.Fatalf("waiting for a menu with %s: %v", id, err)
+		}
+		if e.Event == "menu" {
+			u.menu = &e
+		} else {
+			u.held = append(u.held, e)
+		}
+	}
+	u.menu = nil
 	if _, err := u.w.Perform(u.ctx, u.conn, id); err != nil {
 		u.t.Fatal(err)
 	}
@@ -193,4 +226,94 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestE2ELoginDeclinedOrUnanswered: a wallet that declines the proof request, and one that
+// never answers it (PACKBOT_PROOF_TIMEOUT), each get a clear text and log in at the next try —
+// with packbot's terminal wallet and with a Credo wallet.
+func TestE2ELoginDeclinedOrUnanswered(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	e := newE2E(t, false, "PACKBOT_PROOF_TIMEOUT=3s")
+	const declined, unanswered = "You declined to share your credential. You can log in any time from the menu.",
+		`Your wallet did not answer the login request in time. Choose "Log in" in the menu to try again.`
+
+	tw := e.wallet(ctx, "tess", "en", "email=tess@acme.corp", "name=Tess")
+	tw.text() // greeting
+	tw.selectItem("authenticate")
+	tw.do(map[string]any{"action": "decline", "request": tw.next("proof-request")["id"]})
+	if got := tw.text(); got != declined {
+		t.Fatalf("terminal wallet, declined: %q", got)
+	}
+	if got := tw.login(); !strings.Contains(got, "Tess") {
+		t.Fatalf("terminal wallet, login after declining: %q", got)
+	}
+	tw.selectItem("logout")
+	tw.text()
+	tw.selectItem("authenticate")
+	tw.next("proof-request") // and no answer
+	if got := tw.text(); got != unanswered {
+		t.Fatalf("terminal wallet, unanswered: %q", got)
+	}
+	if got := tw.login(); !strings.Contains(got, "Tess") {
+		t.Fatalf("terminal wallet, login after the time limit: %q", got)
+	}
+
+	cu := e.credoUser(ctx, "Cleo", "en", "jsonld", &credo.Options{Label: "Cleo"}, "email=cleo@acme.corp", "name=Cleo")
+	cu.text() // greeting
+	if err := cu.w.Decline(ctx, cu.proofRequest(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := cu.text(); got != declined {
+		t.Fatalf("Credo, declined: %q", got)
+	}
+	if got := cu.login(); !strings.Contains(got, "Cleo") {
+		t.Fatalf("Credo, login after declining: %q", got)
+	}
+	cu.selectItem("logout")
+	cu.text()
+	cu.proofRequest() // and no answer
+	if got := cu.text(); got != unanswered {
+		t.Fatalf("Credo, unanswered: %q", got)
+	}
+	if got := cu.login(); !strings.Contains(got, "Cleo") {
+		t.Fatalf("Credo, login after the time limit: %q", got)
+	}
+}
+
+// TestE2EMediatorDown: a phone-like Credo wallet whose mediator goes down: the bot's answer
+// cannot be delivered; one WARN line names the connection, the message type and the reason,
+// and /metrics counts it.
+func TestE2EMediatorDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	e := newE2E(t, false)
+	med := credo.StartMediator(t, nil)
+	medInv, err := med.CreateInvitation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := e.credoUser(ctx, "Ana", "en", "jsonld", &credo.Options{Label: "Ana's phone", Mediator: medInv})
+	u.text() // greeting
+	if got := u.say("hello"); got != "you said: hello" {
+		t.Fatalf("through the mediator: %q", got)
+	}
+	med.Stop()
+	if _, err := u.w.SendText(ctx, u.conn, "anyone there?"); err != nil { // straight to the bot
+		t.Fatal(err)
+	}
+	e.bot.waitLog(t, `msg="didcomm message not delivered"`)
+	var warn []string
+	for _, line := range strings.Split(e.bot.output(), "\n") {
+		if strings.Contains(line, `msg="didcomm message not delivered"`) {
+			warn = append(warn, line)
+		}
+	}
+	if len(warn) != 1 || !strings.Contains(warn[0], "level=WARN") || !strings.Contains(warn[0], "type=https://didcomm.org/basicmessage/1.0/message") ||
+		!strings.Contains(warn[0], "reason=refused") || !strings.Contains(warn[0], "connection=") {
+		t.Fatalf("WARN lines: %q", warn)
+	}
+	if code, body := get(t, "http://"+e.addr+"/metrics"); code != 200 || !strings.Contains(body, `packbot_didcomm_undelivered_total{reason="refused"} 1`) {
+		t.Fatalf("/metrics %d:\n%s", code, body)
+	}
 }
