@@ -3,6 +3,7 @@ package didcomm
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/packbot/packbot/channel"
@@ -36,9 +37,12 @@ func expectEvent[E channel.Event](ctx context.Context, t *testing.T, c eventChan
 func TestCredoInterop(t *testing.T) {
 	for _, peer := range []int{4, 2, 1} {
 		t.Run(fmt.Sprintf("did:peer:%d", peer), func(t *testing.T) {
-			credoChat(t, &credo.Options{Peer: peer})
+			credoChat(t, &credo.Options{Peer: peer}, false)
 		})
 	}
+	// The QR code serve prints holds the short URL <public URL>/invitation (RFC 0434): the
+	// wallet fetches the invitation from it.
+	t.Run("short URL", func(t *testing.T) { credoChat(t, nil, true) })
 }
 
 // TestCredoMediated: a wallet as phones run it — no inbound endpoint, registered with a Credo
@@ -53,14 +57,14 @@ func TestCredoMediated(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			credoChat(t, &credo.Options{Mediator: inv})
+			credoChat(t, &credo.Options{Mediator: inv}, false)
 		})
 	}
 }
 
-// credoChat connects a Credo wallet started with opts to a new bot and holds the conversation
-// of TestCredoInterop.
-func credoChat(t *testing.T, opts *credo.Options) {
+// credoChat connects a Credo wallet started with opts to a new bot (with the invitation's short
+// URL when short) and holds the conversation of TestCredoInterop.
+func credoChat(t *testing.T, opts *credo.Options, short bool) {
 	ctx := testContext(t)
 	st := testStores(t)["SQLite"](t)
 	bot := startBot(t, st, nil, "")
@@ -74,6 +78,9 @@ func credoChat(t *testing.T, opts *credo.Options) {
 	inv, err := bot.ch.Invitation(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if short {
+		inv, _, _ = strings.Cut(inv, "?")
 	}
 	cconn, err := w.ReceiveInvitation(ctx, inv)
 	if err != nil {

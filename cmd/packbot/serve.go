@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -231,13 +232,18 @@ func defaultPublicURL(addr net.Addr) string {
 }
 
 // printInvitation prints the channel's invitation as a URL and a terminal QR code on stdout.
+// The QR code holds the short form, <public URL>/invitation, which wallets fetch the
+// invitation from (RFC 0434 short URL): it fits an 80-column terminal, where the whole
+// invitation would not.
 func printInvitation(ctx context.Context, a *app, invitation func(context.Context) (string, error)) error {
 	u, err := invitation(ctx)
 	if err != nil {
 		return err
 	}
+	short, _, _ := strings.Cut(u, "?")
 	fmt.Fprintf(a.stdout, "\nConnect a wallet with this invitation (or run: packbot wallet --invitation '%s'):\n\n%s\n\n", u, u)
-	return didcomm.WriteQR(a.stdout, u)
+	fmt.Fprintf(a.stdout, "Or scan this QR code with a wallet app (it opens %s; as an image: %s?format=png):\n\n", short, short)
+	return didcomm.WriteQR(a.stdout, short)
 }
 
 // newHTTPHandler serves the operational endpoints; the wallet channel (the DIDComm inbound
