@@ -1,7 +1,6 @@
 package didcomm
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -20,11 +19,7 @@ func TestCredoPresents(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			ctx := testContext(t)
 			bot := startBot(t, testStores(t)["SQLite"](t), nil, "")
-			events := make(eventChan, 64)
-			runCtx, stop := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); _ = bot.ch.Run(runCtx, events) }()
-			t.Cleanup(func() { stop(); <-done })
+			events := runWithEvents(t, bot)
 
 			w := credo.Start(t, nil)
 			holder, err := w.HolderDID(ctx)
@@ -92,11 +87,7 @@ func TestProofTimeout(t *testing.T) {
 	ctx := testContext(t)
 	st := testStores(t)["SQLite"](t)
 	bot := startBotWith(t, st, nil, "", func(c *Config) { c.ProofTimeout = 200 * time.Millisecond })
-	events := make(eventChan, 64)
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = bot.ch.Run(runCtx, events) }()
-	t.Cleanup(func() { stop(); <-done })
+	events := runWithEvents(t, bot)
 	tw, err := newTestWallet(t, ctx, bot.ch, st, map[string]string{"name": "Ana", "email": "ana@acme.corp"}, nil)
 	if err != nil {
 		t.Fatal(err)

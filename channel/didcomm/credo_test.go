@@ -15,6 +15,12 @@ type eventChan chan channel.Event
 
 func (c eventChan) HandleEvent(_ context.Context, e channel.Event) { c <- e }
 
+// runWithEvents runs the bot's channel until the test ends, handing its events to the test.
+func runWithEvents(t *testing.T, bot *botServer) eventChan {
+	events := runWithEvents(t, bot)
+	return events
+}
+
 func expectEvent[E channel.Event](ctx context.Context, t *testing.T, c eventChan) E {
 	t.Helper()
 	for {
@@ -68,11 +74,7 @@ func credoChat(t *testing.T, opts *credo.Options, short bool) {
 	ctx := testContext(t)
 	st := testStores(t)["SQLite"](t)
 	bot := startBot(t, st, nil, "")
-	events := make(eventChan, 64)
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = bot.ch.Run(runCtx, events) }()
-	t.Cleanup(func() { stop(); <-done })
+	events := runWithEvents(t, bot)
 
 	w := credo.Start(t, opts)
 	inv, err := bot.ch.Invitation(ctx)

@@ -106,11 +106,7 @@ func TestMediatorDown(t *testing.T) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		c.Undelivered = counts.add
 	})
-	events := make(eventChan, 64)
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = bot.ch.Run(runCtx, events) }()
-	t.Cleanup(func() { stop(); <-done })
+	events := runWithEvents(t, bot)
 	inv, err := bot.ch.Invitation(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -193,11 +193,7 @@ func TestE2ECredoWallets(t *testing.T) {
 	defer cancel()
 	e := newE2E(t, false)
 	e.llm.Script(toolScript)
-	med := credo.StartMediator(t, nil)
-	medInv, err := med.CreateInvitation(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, medInv := startMediator(ctx, t)
 	users := map[string]*credoUser{
 		"Ana": e.credoUser(ctx, "Ana", "en", "jsonld", &credo.Options{Label: "Ana's phone", Mediator: medInv},
 			"email=ana@acme.corp", "name=Ana", `roles=["employee"]`),
@@ -288,11 +284,7 @@ func TestE2EMediatorDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	e := newE2E(t, false)
-	med := credo.StartMediator(t, nil)
-	medInv, err := med.CreateInvitation(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	med, medInv := startMediator(ctx, t)
 	u := e.credoUser(ctx, "Ana", "en", "jsonld", &credo.Options{Label: "Ana's phone", Mediator: medInv})
 	u.text() // greeting
 	if got := u.say("hello"); got != "you said: hello" {
@@ -316,4 +308,15 @@ func TestE2EMediatorDown(t *testing.T) {
 	if code, body := get(t, "http://"+e.addr+"/metrics"); code != 200 || !strings.Contains(body, `packbot_didcomm_undelivered_total{reason="refused"} 1`) {
 		t.Fatalf("/metrics %d:\n%s", code, body)
 	}
+}
+
+// startMediator starts a Credo mediator and returns it with its invitation.
+func startMediator(ctx context.Context, t *testing.T) (*credo.Agent, string) {
+	t.Helper()
+	med := credo.StartMediator(t, nil)
+	inv, err := med.CreateInvitation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return med, inv
 }
