@@ -17,7 +17,11 @@ func (c eventChan) HandleEvent(_ context.Context, e channel.Event) { c <- e }
 
 // runWithEvents runs the bot's channel until the test ends, handing its events to the test.
 func runWithEvents(t *testing.T, bot *botServer) eventChan {
-	events := runWithEvents(t, bot)
+	events := make(eventChan, 64)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = bot.ch.Run(runCtx, events) }()
+	t.Cleanup(func() { stop(); <-done })
 	return events
 }
 

@@ -28,8 +28,6 @@ type channelOptions struct {
 	kind      string
 	publicURL string
 	maxBody   int64
-	// undelivered counts messages the channel could not deliver, by reason (nil: not counted).
-	undelivered func(reason string)
 }
 
 func (o *channelOptions) bind(f *pflag.FlagSet) {
