@@ -254,7 +254,17 @@ func (a *agent) abandoned(ctx context.Context, st service.StateMsg) {
 		a.log.WarnContext(ctx, "didcomm connection abandoned", "connection", connID, "reason", "protocol", "err", cause)
 		return
 	}
-	a.log.WarnContext(ctx, "didcomm message not delivered", "connection", connID, "type", didexchange10+"response",
+	// The message that failed is the one afgo was answering st.Msg with.
+	sent := didexchange10 + "request" // to an invitation
+	if st.Msg != nil {
+		switch t := st.Msg.Type(); {
+		case strings.HasSuffix(t, "/request"):
+			sent = didexchange10 + "response"
+		case strings.HasSuffix(t, "/response"):
+			sent = didexchange10 + "complete"
+		}
+	}
+	a.log.WarnContext(ctx, "didcomm message not delivered", "connection", connID, "type", sent,
 		"endpoint", endpointHost(endpoint), "reason", reason, "state", "abandoned", "err", cause)
 	if a.cfg.Undelivered != nil {
 		a.cfg.Undelivered(reason)
