@@ -247,7 +247,10 @@ func (b *Bot) menu(ctx context.Context, s *store.Session, kind string, refresh b
 	}
 	m := b.flows.Menu(ctx, *s)
 	d := menuDigest(m)
-	if d == s.MenuDigest && kind != channel.KindMenuRequested {
+	// A selection closes the wallet's menu (RFC 0509; Credo's action-menu module, the Hologram
+	// app's, takes no second selection until a new menu comes): each is answered with the menu,
+	// as is a wallet's own request.
+	if d == s.MenuDigest && kind != channel.KindMenuRequested && kind != channel.KindMenuSelected {
 		return
 	}
 	m.ID = uuid.NewString()

@@ -79,6 +79,9 @@ const (
 	Declined Outcome = "declined"
 	// VerificationFailed: a presentation arrived and failed verification (Reason says why).
 	VerificationFailed Outcome = "verification-failed"
+	// TimedOut: the wallet did not answer within the channel's time limit; the request is
+	// forgotten (a late answer is ignored).
+	TimedOut Outcome = "timed-out"
 )
 
 // PresentationResult: the outcome of a proof request. A channel sets Outcome Verified only

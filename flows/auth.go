@@ -157,6 +157,8 @@ func (t *turn) presentation(ctx context.Context, p channel.PresentationResult) e
 		return t.inviteToIssuer(ctx)
 	case channel.Declined:
 		return t.sayKey(ctx, "AUTH_DECLINED")
+	case channel.TimedOut:
+		return t.sayKey(ctx, "AUTH_TIMEOUT")
 	}
 	t.e.log.InfoContext(ctx, "authentication failed", slog.String("connection", t.conn), slog.String("outcome", string(p.Outcome)),
 		slog.String("reason", p.Reason))

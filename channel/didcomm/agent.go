@@ -17,10 +17,10 @@ import (
 	"github.com/hyperledger/aries-framework-go/pkg/didcomm/common/service"
 	"github.com/hyperledger/aries-framework-go/pkg/didcomm/dispatcher"
 	"github.com/hyperledger/aries-framework-go/pkg/didcomm/transport"
-	arieshttp "github.com/hyperledger/aries-framework-go/pkg/didcomm/transport/http"
 	"github.com/hyperledger/aries-framework-go/pkg/framework/aries"
 	"github.com/hyperledger/aries-framework-go/pkg/framework/aries/api"
 	afgoctx "github.com/hyperledger/aries-framework-go/pkg/framework/context"
+	"github.com/hyperledger/aries-framework-go/pkg/kms"
 	"github.com/hyperledger/aries-framework-go/pkg/secretlock/local"
 	"github.com/hyperledger/aries-framework-go/pkg/store/connection"
 
@@ -42,6 +42,9 @@ type agentConfig struct {
 	HTTPClient   *http.Client
 	MaxBodyBytes int64
 	Logger       *slog.Logger
+	// Undelivered, when set, is called once for each message that could not be delivered, with
+	// the reason (ReasonNoRoute, ReasonRefused, …).
+	Undelivered func(reason string)
 }
 
 // inboundFunc receives a message addressed to this agent, with the connection it came on. An
@@ -61,6 +64,7 @@ type agent struct {
 	dex     *didexchange.Client
 	lookup  *connection.Lookup
 	inbound *inboundTransport
+	out     *outboundTransport
 	msgs    *messageService
 	life    context.Context // the agent's lifecycle context (storage operations)
 	stop    context.CancelFunc
@@ -100,11 +104,7 @@ func openAgent(cfg agentConfig) (*agent, error) {
 		stop()
 		return nil, fmt.Errorf("didcomm: secret lock: %w", err)
 	}
-	out, err := arieshttp.NewOutbound(arieshttp.WithOutboundHTTPClient(cfg.HTTPClient))
-	if err != nil {
-		stop()
-		return nil, fmt.Errorf("didcomm: outbound transport: %w", err)
-	}
+	a.out = newOutboundTransport(life, cfg.HTTPClient, cfg.Logger)
 	auth, anon := newPackers(&interopFixer{})
 	sp := newStorageProvider(life, cfg.Records, cfg.Namespace+"store/")
 	peerVDR, err := newCachedPeerVDR(sp)
@@ -119,7 +119,7 @@ func openAgent(cfg agentConfig) (*agent, error) {
 		aries.WithProtocolStateStoreProvider(newStorageProvider(life, cfg.Records, cfg.Namespace+"state/")),
 		aries.WithSecretLock(lock),
 		aries.WithInboundTransport(a.inbound),
-		aries.WithOutboundTransports(out),
+		aries.WithOutboundTransports(a.out),
 		// Registered before afgo's defaults, so it also takes present-proof 2.0 from afgo's service.
 		aries.WithProtocols(api.ProtocolSvcCreator{
 			Create: func(api.Provider) (dispatcher.ProtocolService, error) { return a.msgs, nil },
@@ -133,7 +133,32 @@ func openAgent(cfg agentConfig) (*agent, error) {
 	if err := a.clients(); err != nil {
 		return nil, errors.Join(err, a.close())
 	}
+	if err := a.checkMasterKey(life); err != nil {
+		return nil, errors.Join(err, a.close())
+	}
 	return a, nil
+}
+
+// ErrMasterKey: the master key cannot unlock the agent's keys kept in the store (they were
+// locked with another key).
+var ErrMasterKey = errors.New("the DIDComm master key does not unlock the agent's stored keys")
+
+// checkMasterKey opens one of the agent's stored private keys, if it has any: with another
+// master key than the one they were locked with, the agent would start and then refuse every
+// envelope ("no recipient key of this agent").
+func (a *agent) checkMasterKey(ctx context.Context) error {
+	ns := a.cfg.Namespace + "store/" + strings.ToLower(kms.AriesWrapperStoreName)
+	rs, err := a.cfg.Records.QueryRecords(ctx, ns)
+	if err != nil {
+		return fmt.Errorf("didcomm: read stored keys: %w", err)
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	if _, err := a.ctx.KMS().Get(rs[0].Key); err != nil {
+		return fmt.Errorf("didcomm: %w (%d stored keys; key %s: %w)", ErrMasterKey, len(rs), rs[0].Key, err)
+	}
+	return nil
 }
 
 func (a *agent) clients() error {
@@ -191,6 +216,10 @@ func (a *agent) run(ctx context.Context, onInbound inboundFunc, onConnection con
 			// decided later, by credentials.
 			act.Continue(nil)
 		case st := <-states:
+			if st.Type == service.PostState && st.StateID == "abandoned" {
+				a.abandoned(ctx, st)
+				continue
+			}
 			if st.Type != service.PostState || st.StateID != "completed" {
 				continue
 			}
@@ -210,6 +239,39 @@ func (a *agent) run(ctx context.Context, onInbound inboundFunc, onConnection con
 				a.log.WarnContext(ctx, "didcomm connection completed but not reported", "connection", rec.ConnectionID, "err", err)
 			}
 		}
+	}
+}
+
+// abandoned reports a DID exchange afgo gave up on — most often because its response could not
+// be delivered (a wallet's mediator refused it, or is down). The connection stays "abandoned",
+// never ready; its id and the reason are logged once, and an undelivered response is counted.
+func (a *agent) abandoned(ctx context.Context, st service.StateMsg) {
+	connID, cause := "", ""
+	if props, ok := st.Properties.(didexchange.Event); ok {
+		connID = props.ConnectionID()
+	}
+	if e, ok := st.Properties.(error); ok {
+		cause = e.Error()
+	}
+	reason, endpoint, undelivered := parseUndelivered(cause)
+	if !undelivered {
+		a.log.WarnContext(ctx, "didcomm connection abandoned", "connection", connID, "reason", "protocol", "err", cause)
+		return
+	}
+	// The message that failed is the one afgo was answering st.Msg with.
+	sent := didexchange10 + "request" // to an invitation
+	if st.Msg != nil {
+		switch t := st.Msg.Type(); {
+		case strings.HasSuffix(t, "/request"):
+			sent = didexchange10 + "response"
+		case strings.HasSuffix(t, "/response"):
+			sent = didexchange10 + "complete"
+		}
+	}
+	a.log.WarnContext(ctx, "didcomm message not delivered", "connection", connID, "type", sent,
+		"endpoint", endpointHost(endpoint), "reason", reason, "state", "abandoned", "err", cause)
+	if a.cfg.Undelivered != nil {
+		a.cfg.Undelivered(reason)
 	}
 }
 
@@ -259,6 +321,11 @@ func (a *agent) connectionByDIDs(myDID, theirDID string) (string, error) {
 func (a *agent) send(connID string, msg any) error {
 	rec, err := a.connection(connID)
 	if err != nil {
+		a.log.WarnContext(a.life, "didcomm message not delivered", "connection", connID, "type", messageType(msg),
+			"reason", ReasonNoRoute, "err", err)
+		if a.cfg.Undelivered != nil {
+			a.cfg.Undelivered(ReasonNoRoute)
+		}
 		return err
 	}
 	// The dispatcher wants its own map type; afgo's struct conversion drops promoted fields, so
@@ -271,10 +338,46 @@ func (a *agent) send(connID string, msg any) error {
 	if err != nil {
 		return fmt.Errorf("didcomm: encode message: %w", err)
 	}
+	if endpoint, err := a.route(rec.TheirDID); err != nil {
+		return a.undelivered(connID, m.Type(), endpoint, &deliveryError{Endpoint: endpoint, Reason: ReasonNoRoute, Err: err})
+	}
 	if err := a.ctx.OutboundDispatcher().SendToDID(m, rec.MyDID, rec.TheirDID); err != nil {
-		return fmt.Errorf("didcomm: send to %s: %w", connID, err)
+		return a.undelivered(connID, m.Type(), "", err)
 	}
 	return nil
+}
+
+// route returns the endpoint messages to theirDID go to, or why there is none.
+func (a *agent) route(theirDID string) (string, error) {
+	doc, err := a.ctx.VDRegistry().Resolve(theirDID)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", shortDID(theirDID), err)
+	}
+	dest, err := service.CreateDestination(doc.DIDDocument)
+	if err != nil {
+		return "", err
+	}
+	endpoint, err := dest.ServiceEndpoint.URI()
+	if err != nil || !supportedScheme(endpoint) {
+		return endpoint, fmt.Errorf("endpoint %q is not http(s) or ws(s)", clipKey(endpoint))
+	}
+	return endpoint, nil
+}
+
+// undelivered reports a message that could not be delivered — one WARN line with the
+// connection, the message type, the endpoint and the reason, and the Undelivered hook — and
+// returns the error for the caller.
+func (a *agent) undelivered(connID, msgType, endpoint string, err error) error {
+	reason, ep := undeliveredReason(err)
+	if endpoint == "" {
+		endpoint = ep
+	}
+	a.log.WarnContext(a.life, "didcomm message not delivered", "connection", connID, "type", msgType,
+		"endpoint", endpointHost(endpoint), "reason", reason, "err", err)
+	if a.cfg.Undelivered != nil {
+		a.cfg.Undelivered(reason)
+	}
+	return fmt.Errorf("didcomm: send %s to %s: %w (%w)", msgType, connID, ErrUndelivered, err)
 }
 
 // messageService is a protocol service for every message type this package handles itself

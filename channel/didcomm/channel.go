@@ -36,6 +36,13 @@ type Config struct {
 	HTTPClient   *http.Client
 	Logger       *slog.Logger
 	Now          func() time.Time
+	// ProofTimeout is how long a proof request waits for the wallet's answer before the bot is
+	// told it timed out (default DefaultProofTimeout).
+	ProofTimeout time.Duration
+	// Undelivered, when set, is called once for every message that could not be delivered
+	// (each is also logged at WARN), with its reason: ReasonNoRoute, ReasonRefused,
+	// ReasonHTTPStatus, ReasonTimeout or ReasonError. packbot serve counts them on /metrics.
+	Undelivered func(reason string)
 }
 
 // EndpointPath is where the channel receives envelopes on packbot's HTTP server.
@@ -72,13 +79,13 @@ func Open(ctx context.Context, cfg Config) (*Channel, error) {
 	a, err := openAgent(agentConfig{
 		Records: cfg.Records, Namespace: "didcomm/", Endpoint: strings.TrimRight(cfg.PublicURL, "/") + EndpointPath,
 		Label: cfg.Label, MasterKey: cfg.MasterKey, HTTPClient: cfg.HTTPClient, MaxBodyBytes: cfg.MaxBodyBytes,
-		Logger: cfg.Logger.With("component", "didcomm"),
+		Logger: cfg.Logger.With("component", "didcomm"), Undelivered: cfg.Undelivered,
 	})
 	if err != nil {
 		return nil, err
 	}
 	c := &Channel{a: a, cfg: cfg, log: cfg.Logger.With("component", "didcomm"), now: cfg.Now}
-	c.proofs = newProofs(a, c.log, cfg.Now)
+	c.proofs = newProofs(a, c.log, cfg.Now, cfg.ProofTimeout)
 	if _, err := a.invitation(ctx); err != nil {
 		return nil, errors.Join(err, a.close())
 	}
@@ -116,6 +123,11 @@ func (c *Channel) Run(ctx context.Context, h channel.Handler) error {
 		c.handler = nil
 		c.mu.Unlock()
 	}()
+	// Unanswered proof requests time out while the channel runs.
+	expireCtx, stopExpire := context.WithCancel(ctx)
+	expired := make(chan struct{})
+	go func() { defer close(expired); c.proofs.expire(expireCtx, c.emit) }()
+	defer func() { stopExpire(); <-expired }()
 	return c.a.run(ctx, c.inbound, func(ctx context.Context, connID, label string) error {
 		return c.emit(ctx, "", channel.ConnectionReady{Conn: connID, Label: label})
 	})

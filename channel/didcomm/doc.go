@@ -10,6 +10,11 @@
 // itself: its own RFC 0019 packer writes what Credo reads and reads both encodings, and
 // interop.go adapts DID exchange plaintexts in the one hook between afgo and the wire.
 //
+// Outbound envelopes go over HTTP(S) or WebSocket by the endpoint's scheme (outbound.go); to a
+// wallet registered with a mediator (a phone) they are wrapped in RFC 0094 forwards for its
+// routing keys (routing.go). A message that cannot be delivered is logged once at WARN with a
+// reason and counted through [Config.Undelivered].
+//
 // Protocols: out-of-band invitations (one reusable invitation, kept), DID exchange (afgo's),
 // and, in one protocol service of this package, basic message, action menu, question-answer,
 // user profile, receipts, trust ping, in-band out-of-band 1.1 invitations and present-proof 2.0

@@ -39,6 +39,12 @@ type botServer struct {
 // startBot opens the channel on st with master key key (new when nil) behind a loopback server.
 func startBot(t testing.TB, st store.Records, key []byte, addr string) *botServer {
 	t.Helper()
+	return startBotWith(t, st, key, addr, nil)
+}
+
+// startBotWith is startBot with a change to the channel's configuration.
+func startBotWith(t testing.TB, st store.Records, key []byte, addr string, change func(*Config)) *botServer {
+	t.Helper()
 	if key == nil {
 		key = randomKey(t)
 	}
@@ -52,8 +58,12 @@ func startBot(t testing.TB, st store.Records, key []byte, addr string) *botServe
 		srv.Listener = ln
 	}
 	srv.Start()
-	ch, err := Open(t.Context(), Config{Records: st, PublicURL: srv.URL, Label: "packbot test bot", MasterKey: key,
-		Profile: channel.Profile{DisplayName: "packbot test bot"}, Logger: testLogger(t)})
+	cfg := Config{Records: st, PublicURL: srv.URL, Label: "packbot test bot", MasterKey: key,
+		Profile: channel.Profile{DisplayName: "packbot test bot"}, Logger: testLogger(t)}
+	if change != nil {
+		change(&cfg)
+	}
+	ch, err := Open(t.Context(), cfg)
 	if err != nil {
 		srv.Close()
 		t.Fatal(err)

@@ -80,7 +80,8 @@ func fixAttachedDoc(did string, m map[string]any) error {
 	if err != nil {
 		return fmt.Errorf("did_doc~attach: %w", err)
 	}
-	if !bytes.Contains(raw, []byte(`"recipientKeys":["#`)) {
+	// afgo reads its own shape as it is; Credo's key references and routing keys need rewriting.
+	if !bytes.Contains(raw, []byte(`"recipientKeys":["#`)) && !bytes.Contains(raw, []byte(`"routingKeys":["`)) {
 		return nil
 	}
 	var in peerInput
@@ -99,7 +100,7 @@ func fixAttachedDoc(did string, m map[string]any) error {
 // outbound fixes a plaintext afgo wrote, before it is encrypted.
 func (f *interopFixer) outbound(msg []byte) ([]byte, error) {
 	if !bytes.Contains(msg, []byte(didexchange10+"response")) {
-		return msg, nil
+		return forwardTo(msg)
 	}
 	var m map[string]any
 	if err := json.Unmarshal(msg, &m); err != nil {

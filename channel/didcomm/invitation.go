@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 
@@ -83,7 +84,12 @@ func ParseInvitation(s string) (*outofband.Invitation, error) {
 	}
 	var inv outofband.Invitation
 	if err := json.Unmarshal(raw, &inv); err != nil {
-		return nil, fmt.Errorf("invitation: %w", err)
+		var syntax *json.SyntaxError
+		if !strings.HasPrefix(s, "{") && (errors.As(err, &syntax) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "unexpected end")) {
+			return nil, errors.New("invitation: the URL's invitation is cut short or damaged: copy the whole URL, " +
+				"or fetch it again from the bot's /invitation?format=url")
+		}
+		return nil, fmt.Errorf("invitation: not an out-of-band invitation: %w", err)
 	}
 	if !strings.HasSuffix(inv.Type, "/out-of-band/1.0/invitation") && !strings.HasSuffix(inv.Type, "/out-of-band/1.1/invitation") {
 		return nil, fmt.Errorf("invitation: unsupported type %q (want out-of-band 1.0 or 1.1)", inv.Type)
@@ -101,4 +107,26 @@ func decodeBase64(s string) ([]byte, error) {
 		return b, nil
 	}
 	return base64.RawStdEncoding.DecodeString(s)
+}
+
+// InvitationEndpoint returns the DIDComm endpoint of an invitation's first service.
+func InvitationEndpoint(s string) (string, error) {
+	inv, err := ParseInvitation(s)
+	if err != nil {
+		return "", err
+	}
+	switch svc := inv.Services[0].(type) {
+	case map[string]any:
+		if ep, ok := svc["serviceEndpoint"].(string); ok && ep != "" {
+			return ep, nil
+		}
+		if m, ok := svc["serviceEndpoint"].(map[string]any); ok {
+			if ep, ok := m["uri"].(string); ok && ep != "" {
+				return ep, nil
+			}
+		}
+	case string:
+		return "", fmt.Errorf("invitation: its service is the DID %s, which packbot cannot resolve", shortDID(svc))
+	}
+	return "", errors.New("invitation: its first service has no endpoint")
 }

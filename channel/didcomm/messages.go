@@ -64,6 +64,8 @@ type header struct {
 	Thread *thread `json:"~thread,omitempty"`
 }
 
+func (h header) messageType() string { return h.Type }
+
 type basicMessage struct {
 	header
 	SentTime string `json:"sent_time,omitempty"`

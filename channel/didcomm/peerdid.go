@@ -2,7 +2,6 @@ package didcomm
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -104,28 +103,36 @@ type afgoVM struct {
 // peerDIDDocument returns the afgo-shaped document of a did:peer:4 (long form) or did:peer:2.
 func peerDIDDocument(did string) ([]byte, error) {
 	var in peerInput
+	var err error
 	switch {
 	case strings.HasPrefix(did, "did:peer:4"):
-		_, long, ok := strings.Cut(strings.TrimPrefix(did, "did:peer:4"), ":")
-		if !ok || !strings.HasPrefix(long, "z") {
-			return nil, fmt.Errorf("%s: not a long-form did:peer:4", shortDID(did))
-		}
-		b, err := decodeBase58(long[1:])
-		if err != nil || len(b) < 3 || b[0] != codecJSON[0] || b[1] != codecJSON[1] {
-			return nil, fmt.Errorf("%s: encoded document is not JSON", shortDID(did))
-		}
-		if err := json.Unmarshal(b[2:], &in); err != nil {
-			return nil, fmt.Errorf("%s: encoded document: %w", shortDID(did), err)
-		}
+		in, err = peer4Input(did)
 	case strings.HasPrefix(did, "did:peer:2"):
-		var err error
-		if in, err = peer2Input(did); err != nil {
-			return nil, err
-		}
+		in, err = peer2Input(did)
 	default:
 		return nil, fmt.Errorf("%s: not a did:peer:2 or :4", shortDID(did))
 	}
+	if err != nil {
+		return nil, err
+	}
 	return buildAFGODoc(did, in)
+}
+
+// peer4Input reads the input document encoded in a long-form did:peer:4.
+func peer4Input(did string) (peerInput, error) {
+	var in peerInput
+	_, long, ok := strings.Cut(strings.TrimPrefix(did, "did:peer:4"), ":")
+	if !ok || !strings.HasPrefix(long, "z") {
+		return in, fmt.Errorf("%s: not a long-form did:peer:4", shortDID(did))
+	}
+	b, err := decodeBase58(long[1:])
+	if err != nil || len(b) < 3 || b[0] != codecJSON[0] || b[1] != codecJSON[1] {
+		return in, fmt.Errorf("%s: encoded document is not JSON", shortDID(did))
+	}
+	if err := json.Unmarshal(b[2:], &in); err != nil {
+		return in, fmt.Errorf("%s: encoded document: %w", shortDID(did), err)
+	}
+	return in, nil
 }
 
 // peer2Input reads did:peer:2.Ez…(key agreement).Vz…(authentication).S…(service).
@@ -276,25 +283,11 @@ func buildAFGODoc(did string, in peerInput) ([]byte, error) {
 	if doc.KeyAgreement, err = refs(in.KeyAgreement); err != nil {
 		return nil, err
 	}
-	for _, s := range in.Service {
-		s.ID = did + "#" + strings.TrimPrefix(strings.TrimPrefix(s.ID, did), "#")
-		for i, rk := range s.RecipientKeys {
-			if strings.HasPrefix(rk, "did:key:") {
-				continue
-			}
-			raw, ok := keys["#"+strings.TrimPrefix(strings.TrimPrefix(rk, did), "#")]
-			if !ok {
-				return nil, fmt.Errorf("%s: service recipient key %s is not in the document", shortDID(did), rk)
-			}
-			s.RecipientKeys[i] = didKey(raw)
-		}
-		if s.Type == "DIDCommMessaging" && len(s.RecipientKeys) == 0 {
-			continue // a DIDComm v2 service: afgo's v1 exchange cannot use it
-		}
-		doc.Service = append(doc.Service, s)
+	for i := range in.Service {
+		in.Service[i].ID = did + "#" + strings.TrimPrefix(strings.TrimPrefix(in.Service[i].ID, did), "#")
 	}
-	if len(doc.Service) == 0 {
-		return nil, errors.New(shortDID(did) + ": no DIDComm v1 service")
+	if doc.Service, err = usableServices(did, in.Service, keys); err != nil {
+		return nil, err
 	}
 	return json.Marshal(doc)
 }

@@ -94,14 +94,59 @@ type pendingProof struct {
 
 // proofs is the verifier's side of present-proof.
 type proofs struct {
-	a   *agent
-	log *slog.Logger
-	now func() time.Time
-	ns  string
+	a       *agent
+	log     *slog.Logger
+	now     func() time.Time
+	ns      string
+	timeout time.Duration
 }
 
-func newProofs(a *agent, log *slog.Logger, now func() time.Time) *proofs {
-	return &proofs{a: a, log: log, now: now, ns: a.cfg.Namespace + "packbot/proofs"}
+// DefaultProofTimeout is how long a proof request waits for the wallet's answer.
+const DefaultProofTimeout = 5 * time.Minute
+
+func newProofs(a *agent, log *slog.Logger, now func() time.Time, timeout time.Duration) *proofs {
+	if timeout <= 0 {
+		timeout = DefaultProofTimeout
+	}
+	return &proofs{a: a, log: log, now: now, ns: a.cfg.Namespace + "packbot/proofs", timeout: timeout}
+}
+
+// expire runs until ctx is done: every quarter of the time limit (30 s at most) it forgets the
+// requests that waited longer than the limit and hands each to emit as a TimedOut result, so
+// that the user is told and may try again. With several replicas, each may report the same
+// request; the bot acts on the first (the request is no longer pending after it).
+func (p *proofs) expire(ctx context.Context, emit func(context.Context, string, channel.Event) error) {
+	tick := time.NewTicker(min(p.timeout/4, 30*time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rs, err := p.a.cfg.Records.QueryRecords(ctx, p.ns)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.WarnContext(ctx, "didcomm pending proof requests", "err", err)
+			}
+			continue
+		}
+		for _, r := range rs {
+			var pend pendingProof
+			if json.Unmarshal(r.Value, &pend) != nil || p.now().Sub(pend.Created) < p.timeout {
+				continue
+			}
+			// The event's id makes every replica's report of this timeout one event; the request
+			// is forgotten once the bot has it.
+			if err := emit(ctx, "timeout/"+r.Key, channel.PresentationResult{Conn: pend.Conn, RequestID: r.Key, Outcome: channel.TimedOut,
+				Reason: fmt.Sprintf("no answer within %s", p.timeout)}); err != nil {
+				p.log.WarnContext(ctx, "didcomm proof request timeout not accepted; reported again later", "connection", pend.Conn, "request", r.Key, "err", err)
+				continue
+			}
+			p.log.InfoContext(ctx, "didcomm proof request unanswered", "connection", pend.Conn, "request", r.Key, "waited", p.timeout)
+			p.forget(ctx, r.Key)
+		}
+	}
 }
 
 // domain is the host wallets reach the bot at; presentations must be bound to it.

@@ -2,6 +2,7 @@ package didcomm
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -64,4 +65,21 @@ func TestRestartKeepsConnections(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWrongMasterKey: opening the agent on stored keys with another master key fails with
+// ErrMasterKey, instead of starting and refusing every envelope.
+func TestWrongMasterKey(t *testing.T) {
+	st := testStores(t)["SQLite"](t)
+	first := startBot(t, st, nil, "")
+	first.stop()
+	_, err := Open(t.Context(), Config{Records: st, PublicURL: "http://127.0.0.1:1", MasterKey: randomKey(t)})
+	if !errors.Is(err, ErrMasterKey) {
+		t.Fatalf("Open with another key: %v, want ErrMasterKey", err)
+	}
+	ch, err := Open(t.Context(), Config{Records: st, PublicURL: "http://127.0.0.1:1", MasterKey: first.key})
+	if err != nil {
+		t.Fatalf("Open with the right key: %v", err)
+	}
+	_ = ch.Close()
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -52,6 +53,8 @@ type channelDeps struct {
 	dataDir   string
 	publicURL string
 	maxBody   int64
+	// undelivered counts the messages the channel could not deliver, by reason (nil: not counted).
+	undelivered func(reason string)
 }
 
 // channelFactories maps a channel name to its constructor (explicit, no init registration).
@@ -87,9 +90,15 @@ func (o *channelOptions) resolve(a *app) string {
 }
 
 func openDIDComm(ctx context.Context, d channelDeps) (*openedChannel, error) {
-	key, err := didcommKey(d.app, d.dataDir, d.storeKind)
+	key, source, err := didcommKey(d.app, d.dataDir, d.storeKind)
 	if err != nil {
 		return nil, err
+	}
+	var proofTimeout time.Duration
+	if v := d.app.getenv("PACKBOT_PROOF_TIMEOUT"); v != "" {
+		if proofTimeout, err = time.ParseDuration(v); err != nil || proofTimeout <= 0 {
+			return nil, fmt.Errorf("PACKBOT_PROOF_TIMEOUT %q: want a positive duration such as 5m", v)
+		}
 	}
 	ch, err := didcomm.Open(ctx, didcomm.Config{
 		Records:      d.records,
@@ -99,7 +108,14 @@ func openDIDComm(ctx context.Context, d channelDeps) (*openedChannel, error) {
 		MasterKey:    key,
 		MaxBodyBytes: d.maxBody,
 		Logger:       d.app.logger,
+		Undelivered:  d.undelivered,
+		ProofTimeout: proofTimeout,
 	})
+	if errors.Is(err, didcomm.ErrMasterKey) {
+		return nil, fmt.Errorf("%s does not unlock the DIDComm keys already in the store (%s): set %s to the key "+
+			"this store was first used with (replicas must share one key); a store's DIDComm keys cannot be "+
+			"re-locked, so a new key needs a new store, and wallets a new invitation", source, d.storeKind, EnvDIDCommKey)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -118,26 +134,43 @@ func openVSAgent(_ context.Context, d channelDeps) (*openedChannel, error) {
 	return &openedChannel{ch: ch, close: func() error { return nil }}, nil
 }
 
+// channelProblem says why pack p cannot work on the channel kind, with the fix; "" when it can.
+// The embedded didcomm channel verifies W3C credentials only: a pack whose authentication
+// names only an AnonCreds credential definition (the Hologram production shape) would fail at
+// every login.
+func channelProblem(p *packs.Pack, kind string) string {
+	a := p.Flows.Authentication
+	if kind != "didcomm" || !a.Enabled || a.CredentialDefinitionID == "" || a.Credential != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s: flows.authentication.credentialDefinitionId: %q is an AnonCreds credential definition, "+
+		"which the embedded didcomm channel cannot verify; run the vsagent channel (set VS_AGENT_ADMIN_URL, or "+
+		"--channel vsagent / PACKBOT_CHANNEL=vsagent), or describe a W3C credential for didcomm instead: "+
+		"flows.authentication.credential: {type: EmployeeCredential, issuers: [did:key:…]}", p.Source, a.CredentialDefinitionID)
+}
+
 // EnvDIDCommKey holds the master key of the DIDComm agent (64 hex characters).
 const EnvDIDCommKey = "PACKBOT_DIDCOMM_KEY"
 
 // didcommKey returns the key that locks the DIDComm agent's private keys in the store:
 // PACKBOT_DIDCOMM_KEY, else a key file in the data folder, created on first use. Replicas that
 // share PostgreSQL must share the key, so with PostgreSQL a key file is a warning.
-func didcommKey(a *app, dataDir, storeKind string) ([]byte, error) {
+// The second result names where the key came from, for messages.
+func didcommKey(a *app, dataDir, storeKind string) ([]byte, string, error) {
 	if v := a.getenv(EnvDIDCommKey); v != "" {
 		k, err := hex.DecodeString(strings.TrimSpace(v))
 		if err != nil || len(k) != 32 {
-			return nil, fmt.Errorf("%s: want 64 hexadecimal characters (packbot keys gen prints one)", EnvDIDCommKey)
+			return nil, "", fmt.Errorf("%s: want 64 hexadecimal characters (packbot keys gen prints one)", EnvDIDCommKey)
 		}
-		return k, nil
+		return k, EnvDIDCommKey, nil
 	}
 	path := filepath.Join(dataDir, "didcomm.key")
 	if storeKind == "postgres" {
 		a.logger.Warn("DIDComm keys are locked with a key file in the data folder; replicas sharing the database need the same "+EnvDIDCommKey,
 			slog.String("file", path))
 	}
-	return keyFile(path)
+	k, err := keyFile(path)
+	return k, "the key file " + path, err
 }
 
 // keyFile reads a 32-byte hex key file, creating it (0600) when missing.

@@ -18,8 +18,8 @@ func newCredentialCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "credential",
 		Short: "Make demo W3C verifiable credentials (did:key issuer)",
-		Long: `Mint W3C verifiable credentials for local use and tests: JSON-LD (Ed25519Signature2020 or 2018)
-or VC-JWT, signed by a did:key issuer.
+		Long: `Mint W3C verifiable credentials for local use and tests: JSON-LD (Ed25519Signature2018, with
+only contexts a stock Credo wallet has offline) or VC-JWT, signed by a did:key issuer.
 
 Without --issuer, credentials are signed by packbot's public demo issuer
 (` + credential.DemoIssuer().DID() + `), which the demo pack trusts. Anyone can mint
@@ -96,7 +96,7 @@ roles attribute accepts).`,
 	f.StringVar(&o.subject, "subject", "", "the holder's DID (required)")
 	f.StringSliceVar(&o.types, "type", []string{"EmployeeCredential"}, "credential type(s); VerifiableCredential is added")
 	f.StringArrayVar(&o.attrs, "attr", nil, "attribute name=value (repeatable)")
-	f.StringVar(&o.format, "format", credential.FormatJSONLD, "jsonld (Ed25519Signature2020), jsonld-2018 (Ed25519Signature2018) or jwt (VC-JWT)")
+	f.StringVar(&o.format, "format", credential.FormatJSONLD, "jsonld (Ed25519Signature2018, what stock wallets store and present), jwt (VC-JWT), or jsonld-2020 (Ed25519Signature2020 with packbot's own context, as issued before)")
 	f.DurationVar(&o.expires, "expires", 0, "validity, e.g. 720h (default: no expiry)")
 	f.StringVar(&o.out, "out", "", "file to write (default: standard output)")
 	_ = cmd.MarkFlagRequired("subject")

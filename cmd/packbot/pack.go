@@ -31,16 +31,23 @@ ${NAME} placeholders are expanded from the environment and .env, exactly as 'ser
 }
 
 func newPackValidateCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var ch channelOptions
+	cmd := &cobra.Command{
 		Use:   "validate [PATH]",
 		Short: "Report every problem of a pack at once, with file:line and field path",
+		Long: `Report every problem of a pack at once, with file:line and field path, including what
+the wallet channel the pack would run on cannot do (the channel is chosen as 'serve' chooses
+it: --channel, PACKBOT_CHANNEL, vsagent when VS_AGENT_ADMIN_URL is set, else didcomm).`,
 		Example: `  packbot pack validate packs/wise-corporate
-  WISE_MCP_URL=https://wise.example/mcp packbot pack validate ./agent-pack.yaml`,
+  WISE_MCP_URL=https://wise.example/mcp packbot pack validate ./agent-pack.yaml
+  packbot pack validate --channel vsagent ./hologram-pack`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPackValidate(a, firstArg(args))
+			return runPackValidate(a, firstArg(args), ch.resolve(a))
 		},
 	}
+	cmd.Flags().StringVar(&ch.kind, "channel", "", "the wallet channel to check the pack for: didcomm or vsagent (default as serve)")
+	return cmd
 }
 
 func firstArg(args []string) string {
@@ -67,10 +74,18 @@ func (a *app) loadPack(path string, w io.Writer) (*packs.Pack, error) {
 	return p, err
 }
 
-func runPackValidate(a *app, path string) error {
+func runPackValidate(a *app, path, channelKind string) error {
 	p, err := a.loadPack(path, a.stdout)
 	if err != nil {
 		return err
+	}
+	if problem := channelProblem(p, channelKind); problem != "" {
+		for _, w := range p.Warnings {
+			fmt.Fprintln(a.stdout, w)
+		}
+		fmt.Fprintln(a.stdout, problem)
+		fmt.Fprintf(a.stdout, "%s: invalid on the %s channel: 1 error(s), %d warning(s)\n", p.Source, channelKind, len(p.Warnings))
+		return exitError{code: 1}
 	}
 	for _, w := range p.Warnings {
 		fmt.Fprintln(a.stdout, w)

@@ -112,3 +112,27 @@ func TestPackExplain(t *testing.T) {
 		}
 	})
 }
+
+// TestPackAnonCredsOnlyOnDIDComm: a pack whose authentication has only an AnonCreds
+// credentialDefinitionId is invalid for the embedded didcomm channel — pack validate says so
+// with the fix, serve refuses to start — and valid for the vsagent channel.
+func TestPackAnonCredsOnlyOnDIDComm(t *testing.T) {
+	const pack = "testdata/anoncreds"
+	code, out, _ := cli(t, nil, "pack", "validate", pack)
+	if code != 1 || !strings.Contains(out, "flows.authentication.credentialDefinitionId:") || !strings.Contains(out, "run the vsagent channel") ||
+		!strings.Contains(out, "flows.authentication.credential: {type:") || !strings.Contains(out, "invalid on the didcomm channel") {
+		t.Fatalf("validate on didcomm: exit %d\n%s", code, out)
+	}
+	for _, env := range []map[string]string{{"VS_AGENT_ADMIN_URL": "http://127.0.0.1:1"}, {"PACKBOT_CHANNEL": "vsagent"}} {
+		if code, out, _ := cli(t, env, "pack", "validate", pack); code != 0 || !strings.Contains(out, ": ok: ") {
+			t.Errorf("validate with %v: exit %d\n%s", env, code, out)
+		}
+	}
+	if code, out, _ := cli(t, nil, "pack", "validate", "--channel", "vsagent", pack); code != 0 {
+		t.Errorf("validate --channel vsagent: exit %d\n%s", code, out)
+	}
+	code, _, errOut := cli(t, map[string]string{"PACKBOT_DATA_DIR": t.TempDir(), "PACKBOT_HTTP_ADDR": "127.0.0.1:0"}, "serve", "--pack", pack)
+	if code != 1 || !strings.Contains(errOut, "cannot verify") || !strings.Contains(errOut, "run the vsagent channel") {
+		t.Fatalf("serve on didcomm: exit %d\n%s", code, errOut)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -70,6 +71,9 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	for _, w := range p.Warnings {
 		log.WarnContext(ctx, "agent pack", slog.String("problem", w.String()))
 	}
+	if problem := channelProblem(p, o.channel.resolve(a)); problem != "" {
+		return errors.New(problem)
+	}
 	log.InfoContext(ctx, "agent pack loaded", slog.String("source", p.Source), slog.String("id", p.Metadata.ID),
 		slog.Int("mcp_servers", len(p.MCP.Servers)))
 
@@ -113,7 +117,12 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	oc, err := open(ctx, channelDeps{app: a, pack: p, records: st, storeKind: scfg.kind, dataDir: o.store.dir(a), publicURL: publicURL, maxBody: maxBody})
+	undelivered := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "packbot_didcomm_undelivered_total",
+		Help: "DIDComm messages that could not be delivered to a wallet (or its mediator), by reason.",
+	}, []string{"reason"})
+	oc, err := open(ctx, channelDeps{app: a, pack: p, records: st, storeKind: scfg.kind, dataDir: o.store.dir(a), publicURL: publicURL,
+		maxBody: maxBody, undelivered: func(reason string) { undelivered.WithLabelValues(reason).Inc() }})
 	if err != nil {
 		return err
 	}
@@ -123,7 +132,7 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 		}
 	}()
 
-	mux, reg := newHTTPHandler(st, p, log)
+	mux, reg := newHTTPHandler(st, p, log, undelivered)
 	if m, ok := oc.ch.(channel.HTTPMounter); ok {
 		m.Mount(mux)
 	}
@@ -226,19 +235,25 @@ func defaultPublicURL(addr net.Addr) string {
 }
 
 // printInvitation prints the channel's invitation as a URL and a terminal QR code on stdout.
+// The QR code holds the short form, <public URL>/invitation, which wallets fetch the
+// invitation from (RFC 0434 short URL): it fits an 80-column terminal, where the whole
+// invitation would not.
 func printInvitation(ctx context.Context, a *app, invitation func(context.Context) (string, error)) error {
 	u, err := invitation(ctx)
 	if err != nil {
 		return err
 	}
+	short, _, _ := strings.Cut(u, "?")
 	fmt.Fprintf(a.stdout, "\nConnect a wallet with this invitation (or run: packbot wallet --invitation '%s'):\n\n%s\n\n", u, u)
-	return didcomm.WriteQR(a.stdout, u)
+	fmt.Fprintf(a.stdout, "Or scan this QR code with a wallet app (it opens %s; as an image: %s?format=png):\n\n", short, short)
+	return didcomm.WriteQR(a.stdout, short)
 }
 
 // newHTTPHandler serves the operational endpoints; the wallet channel (the DIDComm inbound
 // endpoint, the VS Agent webhooks) and later OAuth callbacks mount on the same mux.
-func newHTTPHandler(st store.Store, p *packs.Pack, log *slog.Logger) (*http.ServeMux, *prometheus.Registry) {
+func newHTTPHandler(st store.Store, p *packs.Pack, log *slog.Logger, metrics ...prometheus.Collector) (*http.ServeMux, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics...)
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -31,6 +31,7 @@ type walletOptions struct {
 	name        string
 	lang        string
 	http        string
+	endpoint    string
 	scripted    bool
 }
 
@@ -72,6 +73,7 @@ the same bot without an invitation.`,
 	f.StringVar(&o.name, "name", "packbot wallet", "display name sent in the profile")
 	f.StringVar(&o.lang, "lang", "en", "preferred language sent in the profile")
 	f.StringVar(&o.http, "http", "", "address for the wallet's own endpoint (default: 127.0.0.1 and a port kept in --data-dir)")
+	f.StringVar(&o.endpoint, "endpoint", "", "URL the bot reaches the wallet at, when not http://<--http address> (e.g. http://host.docker.internal:7000 for a bot in docker compose)")
 	f.BoolVar(&o.scripted, "scripted", false, "JSON lines on stdin and stdout instead of the interactive prompt")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "did",
@@ -92,7 +94,9 @@ the same bot without an invitation.`,
 
 // walletState is what the wallet remembers between runs.
 type walletState struct {
-	Addr       string `json:"addr"`
+	Addr string `json:"addr"`
+	// Endpoint is the URL the bot reaches the wallet at (--endpoint), when not http://Addr.
+	Endpoint   string `json:"endpoint,omitempty"`
 	Connection string `json:"connection,omitempty"`
 	Invitation string `json:"invitation,omitempty"`
 }
@@ -172,12 +176,25 @@ func runWallet(ctx context.Context, a *app, o walletOptions, in io.Reader) error
 	if err != nil {
 		return fmt.Errorf("wallet state: %w", err)
 	}
+	var inv []byte
+	if o.invitation != "" {
+		if inv, err = readArg(o.invitation); err != nil {
+			return err
+		}
+		if err := checkBotReachable(ctx, string(inv)); err != nil {
+			return err
+		}
+	}
 	addr := firstNonEmpty(o.http, state.Addr, "127.0.0.1:0")
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("wallet endpoint %s (set --http): %w", addr, err)
 	}
 	state.Addr = ln.Addr().String()
+	if o.endpoint != "" {
+		state.Endpoint = strings.TrimRight(o.endpoint, "/")
+	}
+	endpoint := firstNonEmpty(state.Endpoint, "http://"+state.Addr)
 	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(o.dir, "wallet.db"), &sqlstore.Options{Logger: a.logger})
 	if err != nil {
 		return errors.Join(err, ln.Close())
@@ -187,7 +204,7 @@ func runWallet(ctx context.Context, a *app, o walletOptions, in io.Reader) error
 	if err != nil {
 		return errors.Join(err, ln.Close())
 	}
-	w, err := didcomm.OpenWallet(didcomm.WalletConfig{Records: st, Endpoint: "http://" + state.Addr, Label: o.name, MasterKey: key,
+	w, err := didcomm.OpenWallet(didcomm.WalletConfig{Records: st, Endpoint: endpoint, Label: o.name, MasterKey: key,
 		Holder: holder, Credentials: creds, Logger: a.logger})
 	if err != nil {
 		return errors.Join(err, ln.Close())
@@ -207,14 +224,10 @@ func runWallet(ctx context.Context, a *app, o walletOptions, in io.Reader) error
 	defer stop()
 	runDone := make(chan error, 1)
 	go func() { runDone <- w.Run(runCtx, func(_ context.Context, e didcomm.WalletEvent) { events <- e }) }()
-	ui.out(map[string]any{"event": "ready", "did": holder.DID(), "endpoint": "http://" + state.Addr},
-		"wallet %s listening on http://%s", holder.DID(), state.Addr)
+	ui.out(map[string]any{"event": "ready", "did": holder.DID(), "endpoint": endpoint, "listen": state.Addr},
+		"wallet %s listening on %s, reached at %s", holder.DID(), state.Addr, endpoint)
 
 	if o.invitation != "" {
-		inv, err := readArg(o.invitation)
-		if err != nil {
-			return err
-		}
 		conn, err := w.Connect(ctx, string(inv))
 		if err != nil {
 			return err
@@ -270,4 +283,27 @@ func runWallet(ctx context.Context, a *app, o walletOptions, in io.Reader) error
 			}
 		}
 	}
+}
+
+// checkBotReachable reads the invitation (a clear error when it is cut short) and makes sure
+// its endpoint answers at all, so that a bot that is down or unreachable from here is said so
+// now, not by a connection that never completes.
+func checkBotReachable(ctx context.Context, invitation string) error {
+	endpoint, err := didcomm.InvitationEndpoint(invitation)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+	if err != nil {
+		return fmt.Errorf("the invitation's endpoint %q is not a URL: %w", endpoint, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("the bot is unreachable at %s (from the invitation): %w; is packbot serve running, and does its "+
+			"PACKBOT_PUBLIC_URL name an address this machine can reach?", endpoint, err)
+	}
+	_ = resp.Body.Close()
+	return nil // any HTTP answer (the endpoint takes only POST) means the bot is there
 }

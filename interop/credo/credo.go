@@ -30,6 +30,21 @@ type Options struct {
 	// Dir is the directory holding harness.mjs and node_modules (default: this package's source
 	// directory).
 	Dir string
+	// Mediator is a mediator's invitation URL: the wallet then runs as phone wallets do, with
+	// no inbound endpoint, registered with that mediator and picking its messages up with
+	// pickup v2 in live mode (WebSocket). Its DID documents list the mediator's endpoint and
+	// routing key.
+	Mediator string
+}
+
+// MediatorOptions configure a Credo mediator started with [StartMediator].
+type MediatorOptions struct {
+	// Endpoint is the scheme the mediator advertises first, and so the one its recipients'
+	// DID documents list: "ws" (default, as phone wallets' mediators do) or "http".
+	Endpoint string
+	// LogLevel and Dir are as in [Options].
+	LogLevel string
+	Dir      string
 }
 
 // Event is one line the harness printed. Which fields are set depends on Event (see README.md).
@@ -77,9 +92,16 @@ type Event struct {
 	Message string `json:"message,omitempty"`
 	// ready
 	Endpoint string `json:"endpoint,omitempty"`
+	// Endpoints are all the endpoints of a ready agent (a mediator has two: ws and http).
+	Endpoints []string `json:"endpoints,omitempty"`
 	// stats: KMS operations and inbound envelopes (by "alg": Authcrypt, Anoncrypt) counted.
 	KMS     map[string]int `json:"kms,omitempty"`
 	Inbound map[string]int `json:"inbound,omitempty"`
+	// proof-request and proof: the proof exchange (its id is what Present and Decline take),
+	// its state (request-received, done, declined, abandoned…) and Credo's error message.
+	ProofExchangeID string `json:"proofExchangeId,omitempty"`
+	State           string `json:"state,omitempty"`
+	ErrorMessage    string `json:"errorMessage,omitempty"`
 
 	// Raw is the whole line.
 	Raw json.RawMessage `json:"-"`
@@ -111,8 +133,10 @@ func (e Event) String() string {
 type Agent struct {
 	t     testing.TB
 	label string
-	// Endpoint is the agent's DIDComm endpoint (http://127.0.0.1:port).
-	Endpoint string
+	// Endpoint is the agent's DIDComm endpoint (http://127.0.0.1:port; a mediator's first
+	// endpoint; a mediated wallet's is its mediator's), Endpoints all of them.
+	Endpoint  string
+	Endpoints []string
 
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
@@ -146,6 +170,45 @@ func Start(t testing.TB, opts *Options) *Agent {
 	if dir == "" {
 		dir = sourceDir()
 	}
+	node := nodeAndHarness(t, dir)
+	label := opts.Label
+	if label == "" {
+		label = "Credo wallet"
+	}
+	var extra []string
+	if opts.Peer != 0 {
+		extra = append(extra, "--peer", strconv.Itoa(opts.Peer))
+	}
+	if opts.Mediator != "" {
+		extra = append(extra, "--mediator", opts.Mediator)
+	}
+	return start(t, node, dir, label, opts.LogLevel, extra)
+}
+
+// StartMediator runs a Credo mediator (mediation requests accepted, pickup v2, forward) on
+// loopback HTTP and WebSocket ports, and stops it in t.Cleanup. Wallets started with
+// [Options.Mediator] set to its [Agent.CreateInvitation] register with it.
+func StartMediator(t testing.TB, opts *MediatorOptions) *Agent {
+	t.Helper()
+	if opts == nil {
+		opts = &MediatorOptions{}
+	}
+	dir := opts.Dir
+	if dir == "" {
+		dir = sourceDir()
+	}
+	node := nodeAndHarness(t, dir)
+	extra := []string{"--role", "mediator"}
+	if opts.Endpoint != "" {
+		extra = append(extra, "--endpoint", opts.Endpoint)
+	}
+	return start(t, node, dir, "Credo mediator", opts.LogLevel, extra)
+}
+
+// nodeAndHarness returns node's path, or skips (fails under CI=true) when node or the
+// harness's node_modules is missing.
+func nodeAndHarness(t testing.TB, dir string) string {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		unavailable(t, "node is not on PATH (Node 20 or later is needed)")
@@ -153,17 +216,14 @@ func Start(t testing.TB, opts *Options) *Agent {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@credo-ts", "didcomm")); err != nil {
 		unavailable(t, fmt.Sprintf("the Credo harness is not installed: run `npm ci --ignore-scripts` in %s", dir))
 	}
+	return node
+}
 
-	label := opts.Label
-	if label == "" {
-		label = "Credo wallet"
-	}
-	args := []string{filepath.Join(dir, "harness.mjs"), "--label", label}
-	if opts.Peer != 0 {
-		args = append(args, "--peer", strconv.Itoa(opts.Peer))
-	}
-	if opts.LogLevel != "" {
-		args = append(args, "--log", opts.LogLevel)
+func start(t testing.TB, node, dir, label, logLevel string, extra []string) *Agent {
+	t.Helper()
+	args := append([]string{filepath.Join(dir, "harness.mjs"), "--label", label}, extra...)
+	if logLevel != "" {
+		args = append(args, "--log", logLevel)
 	}
 	cmd := exec.Command(node, args...)
 	cmd.Dir = dir
@@ -211,7 +271,7 @@ func Start(t testing.TB, opts *Options) *Agent {
 		a.end(fmt.Errorf("credo harness %q exited (%s)", label, status))
 		close(a.exited)
 	}()
-	t.Cleanup(a.stop)
+	t.Cleanup(a.Stop)
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -222,7 +282,7 @@ func Start(t testing.TB, opts *Options) *Agent {
 	if ready.Event != "ready" {
 		t.Fatalf("Credo harness %q: first event %s, want ready", label, ready)
 	}
-	a.Endpoint = ready.Endpoint
+	a.Endpoint, a.Endpoints = ready.Endpoint, ready.Endpoints
 	return a
 }
 
@@ -243,9 +303,9 @@ func sourceDir() string {
 	return filepath.Dir(file)
 }
 
-// stop asks the harness to shut down, kills it if it does not exit in time, and waits until
-// its output is read.
-func (a *Agent) stop() {
+// Stop asks the harness to shut down, kills it if it does not exit in time, and waits until
+// its output is read. Start's cleanup calls it; calling it again does nothing.
+func (a *Agent) Stop() {
 	a.mu.Lock()
 	_, err := fmt.Fprintln(a.stdin, `{"cmd":"shutdown"}`)
 	a.mu.Unlock()
@@ -354,14 +414,15 @@ func (a *Agent) Next(ctx context.Context) (Event, error) {
 }
 
 // Expect returns the next unsolicited event, which must be of the given kind (e.g. "text",
-// "menu", "message"); "connected" events are skipped unless kind is "connected".
+// "menu", "message"); "connected" and "proof" (a proof exchange's later states) events are
+// skipped unless kind is theirs.
 func (a *Agent) Expect(ctx context.Context, kind string) (Event, error) {
 	for {
 		e, err := a.Next(ctx)
 		if err != nil {
 			return Event{}, fmt.Errorf("waiting for %s: %w", kind, err)
 		}
-		if e.Event == "connected" && kind != "connected" {
+		if (e.Event == "connected" || e.Event == "proof") && kind != e.Event {
 			continue
 		}
 		if e.Event != kind {
@@ -495,4 +556,49 @@ func (a *Agent) SendProfile(ctx context.Context, connID, displayName, preferredL
 // of each packing it got (Event.KMS, Event.Inbound).
 func (a *Agent) Stats(ctx context.Context) (Event, error) {
 	return a.call(ctx, map[string]any{"cmd": "stats"})
+}
+
+// HolderDID makes a did:key (Ed25519) whose key the wallet holds: the subject to issue it
+// credentials for.
+func (a *Agent) HolderDID(ctx context.Context) (string, error) {
+	e, err := a.call(ctx, map[string]any{"cmd": "holder-did"})
+	if err != nil {
+		return "", err
+	}
+	var d struct {
+		DID string `json:"did"`
+	}
+	if err := json.Unmarshal(e.Raw, &d); err != nil || d.DID == "" {
+		return "", fmt.Errorf("credo harness %q: holder-did answered %s", a.label, e)
+	}
+	return d.DID, nil
+}
+
+// StoreCredential stores a W3C credential in the wallet as Credo does: a JSON-LD credential
+// (a JSON object) or a VC-JWT (a compact JWT, with or without JSON quotes).
+func (a *Agent) StoreCredential(ctx context.Context, vc []byte) error {
+	vc = bytes.TrimSpace(vc)
+	var c any = string(vc)
+	if len(vc) > 0 && (vc[0] == '{' || vc[0] == '"') {
+		if err := json.Unmarshal(vc, &c); err != nil {
+			return fmt.Errorf("credential: %w", err)
+		}
+	}
+	_, err := a.call(ctx, map[string]any{"cmd": "store-credential", "credential": c})
+	return err
+}
+
+// Present answers the proof request of the proof exchange id (from a "proof-request" event)
+// with the wallet's matching credentials, signed by Credo (present-proof 2.0, DIF presentation
+// exchange). It fails when the wallet holds no matching credential.
+func (a *Agent) Present(ctx context.Context, proofExchangeID string) error {
+	_, err := a.call(ctx, map[string]any{"cmd": "present", "proofExchangeId": proofExchangeID})
+	return err
+}
+
+// Decline declines the proof request of the proof exchange id with a problem report
+// (description as given, Credo's "Request declined" when empty).
+func (a *Agent) Decline(ctx context.Context, proofExchangeID, description string) error {
+	_, err := a.call(ctx, map[string]any{"cmd": "decline", "proofExchangeId": proofExchangeID, "description": description})
+	return err
 }

@@ -5,7 +5,9 @@
 //
 // Each [Agent] is one node process running harness.mjs: a Credo agent with in-memory storage, a
 // libsodium key management backend (no native Askar wallet), an HTTP inbound transport on a
-// loopback port the OS picks, and HTTP outbound. The test drives it with commands (accept an
+// loopback port the OS picks (or none: a wallet registered with a mediator, as phones run),
+// HTTP and WebSocket outbound, Credo's action-menu, question-answer and present-proof modules.
+// [StartMediator] runs a Credo mediator the same way. The test drives it with commands (accept an
 // invitation, send a text, request a menu, answer a question, send a profile, send any DIDComm
 // message) and reads what the wallet received with [Agent.Next] / [Agent.Expect]. The protocol
 // between Go and node is JSON lines, described in README.md.

@@ -13,22 +13,45 @@ console.log = console.info = console.debug = console.trace = console.error
 
 import { createInterface } from 'node:readline'
 
-import { Agent, ConsoleLogger, InjectionSymbols, JsonTransformer, Kms, LogLevel, PeerDidNumAlgo, utils } from '@credo-ts/core'
+import { createServer } from 'node:http'
+
+import { ActionMenuModule, ActionMenuRole } from '@credo-ts/action-menu'
+import {
+  Agent,
+  ConsoleLogger,
+  InjectionSymbols,
+  JsonTransformer,
+  Kms,
+  LogLevel,
+  PeerDidNumAlgo,
+  W3cCredentialRecord,
+  W3cJsonLdVerifiableCredential,
+  W3cJwtVerifiableCredential,
+  utils,
+} from '@credo-ts/core'
 import {
   DidCommBasicMessageEventTypes,
   DidCommBasicMessageRole,
   DidCommConnectionEventTypes,
   DidCommDidExchangeState,
+  DidCommDifPresentationExchangeProofFormatService,
   DidCommEventTypes,
   DidCommHttpOutboundTransport,
+  DidCommMediatorPickupStrategy,
   DidCommMessage,
   DidCommMessageSender,
   DidCommModule,
   DidCommOutboundMessageContext,
+  DidCommProofEventTypes,
+  DidCommProofState,
+  DidCommProofV2Protocol,
+  DidCommWsOutboundTransport,
   parseInvitationJson,
   parseMessageType,
 } from '@credo-ts/didcomm'
-import { DidCommHttpInboundTransport, agentDependencies } from '@credo-ts/node'
+import { DidCommHttpInboundTransport, DidCommWsInboundTransport, agentDependencies } from '@credo-ts/node'
+import { QuestionAnswerModule } from '@credo-ts/question-answer'
+import { WebSocketServer } from 'ws'
 
 import { InMemoryStorageService } from './lib/memory-storage.mjs'
 import { SodiumKeyManagementService } from './lib/sodium-kms.mjs'
@@ -47,7 +70,7 @@ function die(message) {
 // ---- options ---------------------------------------------------------------------------------
 
 function parseArgs(argv) {
-  const opts = { label: 'Credo wallet', peer: 4, log: 'warn' }
+  const opts = { label: 'Credo wallet', peer: 4, log: 'warn', role: 'wallet', mediator: '', endpoint: 'ws' }
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split(/=(.*)/s)
     const value = inline ?? argv[++i]
@@ -55,9 +78,15 @@ function parseArgs(argv) {
     if (flag === '--label') opts.label = value
     else if (flag === '--peer') opts.peer = Number(value)
     else if (flag === '--log') opts.log = value
+    else if (flag === '--role') opts.role = value
+    else if (flag === '--mediator') opts.mediator = value
+    else if (flag === '--endpoint') opts.endpoint = value
     else throw new Error(`unknown flag ${flag}`)
   }
   if (![1, 2, 4].includes(opts.peer)) throw new Error(`--peer must be 4, 2 or 1, not ${opts.peer}`)
+  if (!['wallet', 'mediator'].includes(opts.role)) throw new Error(`--role must be wallet or mediator, not ${opts.role}`)
+  if (!['ws', 'http'].includes(opts.endpoint)) throw new Error(`--endpoint must be ws or http, not ${opts.endpoint}`)
+  if (opts.mediator && opts.role === 'mediator') throw new Error('a mediator is not mediated (--mediator)')
   if (!(opts.log in LogLevel) || typeof LogLevel[opts.log] !== 'number') throw new Error(`bad --log ${opts.log}`)
   return opts
 }
@@ -70,15 +99,51 @@ const peerAlgos = {
 
 // ---- the agent -------------------------------------------------------------------------------
 
-async function startAgent(opts) {
-  // Credo's HTTP inbound transport listens on all interfaces at the port it is given; listen on
-  // loopback only, at a port the OS picks (0), by wrapping its Express app's listen.
-  const inbound = new DidCommHttpInboundTransport({ port: 0 })
-  const listen = inbound.app.listen.bind(inbound.app)
-  inbound.app.listen = (port) => listen(port, '127.0.0.1')
+// listenLoopback makes an HTTP server listen on 127.0.0.1 at a port the OS picks.
+async function listenLoopback(server) {
+  await new Promise((resolve, reject) => server.once('listening', resolve).once('error', reject).listen(0, '127.0.0.1'))
+  return server.address().port
+}
 
+async function startAgent(opts) {
   const storage = new InMemoryStorageService()
   const kms = new SodiumKeyManagementService()
+  const mediated = Boolean(opts.mediator)
+  const mediator = opts.role === 'mediator'
+
+  // Inbound: a wallet listens on HTTP (a mediated wallet, like a phone, on nothing: it picks its
+  // messages up from its mediator); a mediator on HTTP and WebSocket. Credo's HTTP inbound
+  // transport listens on all interfaces at the port it is given: listen on loopback only, at a
+  // port the OS picks (0), by wrapping its Express app's listen.
+  const inbound = []
+  let http
+  if (!mediated) {
+    http = new DidCommHttpInboundTransport({ port: 0 })
+    const listen = http.app.listen.bind(http.app)
+    http.app.listen = (port) => listen(port, '127.0.0.1')
+    inbound.push(http)
+  }
+  let wsServer
+  if (mediator) {
+    wsServer = new WebSocketServer({ server: createServer() })
+    inbound.push(new DidCommWsInboundTransport({ server: wsServer }))
+  }
+
+  const didcomm = {
+    transports: { inbound, outbound: [new DidCommHttpOutboundTransport(), new DidCommWsOutboundTransport()] },
+    // Otherwise Credo's defaults: didexchange 1.1 and connections 1.0 handshakes, did:peer:4,
+    // the default DIDComm v1 media type, every default protocol module.
+    connections: { autoAcceptConnections: true, peerNumAlgoForDidExchangeRequests: peerAlgos[opts.peer] },
+    // Present-proof 2.0 with DIF presentation exchange: W3C credentials, JSON-LD and VC-JWT.
+    proofs: {
+      proofProtocols: [new DidCommProofV2Protocol({ proofFormats: [new DidCommDifPresentationExchangeProofFormatService()] })],
+    },
+  }
+  if (mediator) didcomm.mediator = { autoAcceptMediationRequests: true }
+  if (mediated) {
+    // As phone wallets do: pickup v2 in live mode over WebSocket (provisioned in provision()).
+    didcomm.mediationRecipient = { mediatorPickupStrategy: DidCommMediatorPickupStrategy.PickUpV2LiveMode }
+  }
   const agent = new Agent({
     config: { logger: new ConsoleLogger(LogLevel[opts.log]), autoUpdateStorageOnStartup: true },
     dependencies: agentDependencies,
@@ -91,24 +156,66 @@ async function startAgent(opts) {
         },
       },
       kms: new Kms.KeyManagementModule({ backends: [kms] }),
-      didcomm: new DidCommModule({
-        transports: { inbound: [inbound], outbound: [new DidCommHttpOutboundTransport()] },
-        // Otherwise Credo's defaults: didexchange 1.1 and connections 1.0 handshakes, did:peer:4,
-        // the default DIDComm v1 media type, every default protocol module.
-        connections: { autoAcceptConnections: true, peerNumAlgoForDidExchangeRequests: peerAlgos[opts.peer] },
-      }),
+      didcomm: new DidCommModule(didcomm),
+      // The Hologram app's protocol modules (npm cannot resolve them against 0.6-alpha by
+      // themselves: package.json overrides their core and didcomm with ours).
+      actionMenu: new ActionMenuModule(),
+      questionAnswer: new QuestionAnswerModule(),
     },
   })
 
-  await agent.initialize()
-
-  // Now the server is (about to be) listening: learn its port and advertise it. Endpoints are
-  // read when an invitation or a DID is made, so setting them after initialize is in time.
-  const server = inbound.server
-  if (!server.listening) await new Promise((resolve, reject) => server.once('listening', resolve).once('error', reject))
-  const { port } = server.address()
-  agent.didcomm.config.endpoints = [`http://127.0.0.1:${port}`]
+  // Endpoints are read when an invitation, a DID or a mediation grant is made, so they can be
+  // set once the servers listen (a mediated wallet gets its mediator's).
+  let port = 0
+  if (mediator) {
+    const wsPort = await listenLoopback(wsServer.options.server)
+    await agent.initialize()
+    port = await serverPort(http.server)
+    const ws = `ws://127.0.0.1:${wsPort}`
+    const hp = `http://127.0.0.1:${port}`
+    agent.didcomm.config.endpoints = opts.endpoint === 'ws' ? [ws, hp] : [hp, ws]
+  } else if (mediated) {
+    await agent.initialize()
+    await provision(agent, opts.mediator)
+  } else {
+    await agent.initialize()
+    port = await serverPort(http.server)
+    agent.didcomm.config.endpoints = [`http://127.0.0.1:${port}`]
+  }
   return { agent, port, kms }
+}
+
+async function serverPort(server) {
+  if (!server.listening) await new Promise((resolve, reject) => server.once('listening', resolve).once('error', reject))
+  return server.address().port
+}
+
+// provision connects to the mediator of invitationUrl, asks for mediation and starts picking
+// messages up. Credo's own provisioning (mediatorInvitationUrl) sends the mediation request
+// while its DID exchange complete is still in flight on the same WebSocket, and Credo's mediator
+// closes that socket on the complete (it asks for no return route), so the grant is lost and
+// initialize fails about one time in two. Here the request waits for the connection, and is
+// sent again (on a new socket) when its grant does not come back.
+async function provision(agent, invitationUrl) {
+  const { connectionRecord } = await agent.didcomm.oob.receiveInvitationFromUrl(invitationUrl, {
+    label: 'mediation',
+    autoAcceptInvitation: true,
+    autoAcceptConnection: true,
+  })
+  const connection = await agent.didcomm.connections.returnWhenIsConnected(connectionRecord.id, { timeoutMs: 60000 })
+  const recipient = agent.didcomm.mediationRecipient
+  let mediation
+  for (let attempt = 1; !mediation; attempt++) {
+    try {
+      mediation = await recipient.requestAndAwaitGrant(connection, 5000)
+    } catch (error) {
+      if (attempt === 3) throw new Error(`the mediator granted no mediation: ${error?.message ?? error}`)
+      console.error(`mediation request ${attempt} unanswered, asking again`)
+    }
+  }
+  await recipient.setDefaultMediator(mediation)
+  await recipient.initiateMessagePickup(mediation, DidCommMediatorPickupStrategy.PickUpV2LiveMode)
+  return mediation
 }
 
 // ---- inbound messages ------------------------------------------------------------------------
@@ -179,6 +286,8 @@ const unreported = new Set([
   'coordinate-mediation',
   'messagepickup',
   'routing',
+  // Proof requests are reported as proof-request events, with the record id to answer them.
+  'present-proof',
 ])
 
 function observe(agent, wallet) {
@@ -227,6 +336,16 @@ function observe(agent, wallet) {
     await next()
   })
   agent.didcomm.setFallbackMessageHandler(async () => undefined)
+
+  // Proof requests, as the wallet's user sees them: the record id is what present and decline
+  // take. Every later state (done, declined, abandoned) is reported too.
+  agent.events.on(DidCommProofEventTypes.ProofStateChanged, ({ payload }) => {
+    const r = payload.proofRecord
+    if (r.state === payload.previousState) return
+    const base = { connectionId: r.connectionId ?? '', proofExchangeId: r.id, threadId: r.threadId, state: r.state }
+    if (r.state === DidCommProofState.RequestReceived) emit({ event: 'proof-request', ...base })
+    else emit({ event: 'proof', ...base, errorMessage: r.errorMessage ?? '' })
+  })
 }
 
 // ---- commands --------------------------------------------------------------------------------
@@ -301,29 +420,63 @@ async function run(agent, wallet, opts, cmd) {
       return { event: 'sent', id }
     }
     case 'menu-request': {
-      const message = { '@type': 'https://didcomm.org/action-menu/1.0/menu-request' }
-      return { event: 'sent', id: await sendRaw(agent, need(cmd, 'connectionId'), message) }
+      // Credo's action-menu module, as the Hologram app uses it.
+      const record = await agent.modules.actionMenu.requestMenu({ connectionId: need(cmd, 'connectionId') })
+      return { event: 'sent', id: record.threadId }
     }
     case 'perform': {
-      // A perform answers a menu: it goes in the menu's thread (the last menu received on this
-      // connection unless threadId says otherwise).
       const connectionId = need(cmd, 'connectionId')
-      const thid = cmd.threadId ?? wallet.lastMenuThread.get(connectionId)
-      const message = {
-        '@type': 'https://didcomm.org/action-menu/1.0/perform',
-        name: need(cmd, 'name'),
-        params: cmd.params ?? {},
-        ...thread(thid),
+      if (cmd.threadId || cmd.params) {
+        // A perform in a thread of the caller's choosing: the module only answers its active menu.
+        const thid = cmd.threadId ?? wallet.lastMenuThread.get(connectionId)
+        const message = { '@type': 'https://didcomm.org/action-menu/1.0/perform', name: need(cmd, 'name'), params: cmd.params ?? {}, ...thread(thid) }
+        return { event: 'sent', id: await sendRaw(agent, connectionId, message) }
       }
-      return { event: 'sent', id: await sendRaw(agent, connectionId, message) }
+      // The module's perform answers the active menu (the last one received), in its thread.
+      const menu = await agent.modules.actionMenu.findActiveMenu({ connectionId, role: ActionMenuRole.Requester })
+      if (!menu) throw new Error(`no menu received on connection ${connectionId}`)
+      await agent.modules.actionMenu.performAction({ connectionId, performedAction: { name: need(cmd, 'name') } })
+      return { event: 'sent', id: menu.threadId }
     }
     case 'answer': {
-      const message = {
-        '@type': 'https://didcomm.org/questionanswer/1.0/answer',
-        response: need(cmd, 'response'),
-        ...thread(need(cmd, 'threadId')),
-      }
-      return { event: 'sent', id: await sendRaw(agent, need(cmd, 'connectionId'), message) }
+      // Credo's question-answer module: it checks the response is one of the valid ones.
+      const threadId = need(cmd, 'threadId')
+      const [question] = await agent.modules.questionAnswer.findAllByQuery({ threadId })
+      if (!question) throw new Error(`no question with thread ${threadId}`)
+      const record = await agent.modules.questionAnswer.sendAnswer(question.id, need(cmd, 'response'))
+      return { event: 'sent', id: record.threadId }
+    }
+    case 'holder-did': {
+      // A did:key (Ed25519) the wallet holds the key of: the subject of credentials it presents.
+      const result = await agent.dids.create({ method: 'key', options: { createKey: { type: { kty: 'OKP', crv: 'Ed25519' } } } })
+      if (result.didState.state !== 'finished') throw new Error(`create did:key: ${result.didState.reason ?? result.didState.state}`)
+      return { event: 'did', did: result.didState.did }
+    }
+    case 'store-credential': {
+      // A W3C credential as Credo stores it: JSON-LD (an object) or VC-JWT (a string). Credo's
+      // default document loader is used whenever it reads the credential's contexts.
+      const c = cmd.credential
+      const credential =
+        typeof c === 'string'
+          ? W3cJwtVerifiableCredential.fromSerializedJwt(c.trim())
+          : JsonTransformer.fromJSON(c, W3cJsonLdVerifiableCredential)
+      const record = await agent.w3cCredentials.store({ record: W3cCredentialRecord.fromCredential(credential) })
+      return { event: 'stored', id: record.id }
+    }
+    case 'present': {
+      // The user agrees: Credo picks the matching credentials and signs the presentation.
+      const proofExchangeRecordId = need(cmd, 'proofExchangeId')
+      const { proofFormats } = await agent.didcomm.proofs.selectCredentialsForRequest({ proofExchangeRecordId })
+      const record = await agent.didcomm.proofs.acceptRequest({ proofExchangeRecordId, proofFormats })
+      return { event: 'sent', id: record.threadId }
+    }
+    case 'decline': {
+      const record = await agent.didcomm.proofs.declineRequest({
+        proofExchangeRecordId: need(cmd, 'proofExchangeId'),
+        sendProblemReport: true,
+        problemReportDescription: cmd.description || undefined,
+      })
+      return { event: 'sent', id: record.threadId }
     }
     case 'profile': {
       const profile = { displayName: cmd.displayName ?? '' }
@@ -399,7 +552,7 @@ async function main() {
   // The driver went away: nothing more will come.
   lines.on('close', () => void shutdown())
 
-  emit({ event: 'ready', label: opts.label, endpoint: agent.didcomm.config.endpoints[0], port, peer: opts.peer })
+  emit({ event: 'ready', label: opts.label, endpoint: agent.didcomm.config.endpoints[0], endpoints: agent.didcomm.config.endpoints, port, peer: opts.peer, role: opts.role })
 }
 
 process.on('unhandledRejection', (error) => {

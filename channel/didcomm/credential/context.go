@@ -18,6 +18,9 @@ const (
 	// to an IRI and is covered by the signature instead of being silently dropped.
 	ContextURL = "https://packbot.dev/credentials/v1"
 
+	// vocab is the "@vocab" of [ContextURL], which new credentials carry inline.
+	vocab = ContextURL + "#"
+
 	contextCredentialsV1 = "https://www.w3.org/2018/credentials/v1"
 	contextEd25519v2020  = "https://w3id.org/security/suites/ed25519-2020/v1"
 	contextSubmissionV1  = "https://identity.foundation/presentation-exchange/submission/v1"

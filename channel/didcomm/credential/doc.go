@@ -1,7 +1,8 @@
 // Package credential owns W3C verifiable credentials for packbot's embedded DIDComm channel and
 // its demo tools: did:key Ed25519 keys ([Key], [DemoIssuer]), issuing ([Issue], JSON-LD with
-// Ed25519Signature2020 or 2018, or VC-JWT), presenting ([Present], [Submit]), verifying a
-// wallet's presentation against a [Policy] ([Verify]), and the DIF presentation-exchange
+// Ed25519Signature2018 and contexts a stock Credo wallet loads offline, or VC-JWT), presenting
+// ([Present], [Submit]), verifying a wallet's JSON-LD or VC-JWT presentation against a
+// [Policy] ([Verify]), and the DIF presentation-exchange
 // definition a present-proof 2.0 request carries ([Definition], [PolicyFromDefinition],
 // [CheckSubmission]).
 //

@@ -16,11 +16,15 @@ import (
 // Credential formats. [IssueRequest.Format] takes the three issue formats; [Policy.Formats]
 // and [Result.Format] use the two wire families, FormatJSONLD and FormatJWT.
 const (
-	// FormatJSONLD is a JSON-LD credential with an Ed25519Signature2020 proof (issue) or with
-	// either Ed25519 proof (accept).
+	// FormatJSONLD is a JSON-LD credential (issue: with an Ed25519Signature2018 proof and only
+	// contexts a stock wallet has, see [Issue]; accept: either Ed25519 proof).
 	FormatJSONLD = "jsonld"
-	// FormatJSONLD2018 issues a JSON-LD credential with an Ed25519Signature2018 (detached JWS) proof.
+	// FormatJSONLD2018 is FormatJSONLD (its former name, kept for scripts).
 	FormatJSONLD2018 = "jsonld-2018"
+	// FormatJSONLD2020 issues the shape packbot issued before: an Ed25519Signature2020 proof,
+	// with the ed25519-2020 suite context and packbot's [ContextURL]. Stock Credo wallets cannot
+	// load those contexts; packbot still verifies such credentials.
+	FormatJSONLD2020 = "jsonld-2020"
 	// FormatJWT is a VC-JWT: a compact JWS, alg EdDSA, kid = the issuer's verification method.
 	FormatJWT = "jwt"
 )
@@ -48,7 +52,13 @@ type IssueRequest struct {
 
 // Issue signs a credential for req with issuer's key.
 //
-// For FormatJSONLD and FormatJSONLD2018 it returns the credential's JSON. For FormatJWT it
+// A FormatJSONLD credential's contexts are the W3C credentials v1 context and an inline
+// {"@vocab": "https://packbot.dev/credentials/v1#"}, and its proof Ed25519Signature2018 (which
+// the credentials v1 context defines): a stock Credo wallet (the Hologram app's framework)
+// stores, verifies and presents it with its default document loader and no network, and any
+// type or attribute a pack names expands to the same IRIs as with [ContextURL].
+//
+// For the JSON-LD formats it returns the credential's JSON. For FormatJWT it
 // returns the compact JWS itself (eyJ…, raw bytes, not a JSON string), which is what
 // [Present] and wallets expect; Present also accepts it JSON-quoted.
 func Issue(issuer *Key, req IssueRequest) ([]byte, error) {
@@ -61,10 +71,10 @@ func Issue(issuer *Key, req IssueRequest) ([]byte, error) {
 	}
 	issued := req.IssuedAt.UTC().Truncate(time.Second)
 	switch req.Format {
-	case "", FormatJSONLD, FormatJSONLD2018:
-		proofType := proofEd25519v2020
-		if req.Format == FormatJSONLD2018 {
-			proofType = proofEd25519v2018
+	case "", FormatJSONLD, FormatJSONLD2018, FormatJSONLD2020:
+		proofType := proofEd25519v2018
+		if req.Format == FormatJSONLD2020 {
+			proofType = proofEd25519v2020
 		}
 		unsigned, err := vc.MarshalJSON()
 		if err != nil {
@@ -90,7 +100,7 @@ func Issue(issuer *Key, req IssueRequest) ([]byte, error) {
 		}
 		return []byte(jws), nil
 	default:
-		return nil, fmt.Errorf("issue credential: unknown format %q (want %s, %s or %s)", req.Format, FormatJSONLD, FormatJSONLD2018, FormatJWT)
+		return nil, fmt.Errorf("issue credential: unknown format %q (want %s, %s or %s)", req.Format, FormatJSONLD, FormatJSONLD2020, FormatJWT)
 	}
 }
 
@@ -128,18 +138,18 @@ func newCredential(issuer *Key, req IssueRequest) (*verifiable.Credential, error
 	if req.ID != "" && !strings.Contains(req.ID, ":") {
 		return nil, fmt.Errorf("credential id %q is not an absolute URI", req.ID)
 	}
-	contexts := []string{contextCredentialsV1}
-	if req.Format == "" || req.Format == FormatJSONLD {
-		contexts = append(contexts, contextEd25519v2020)
+	contexts, inline := []string{contextCredentialsV1}, []any{map[string]any{"@vocab": vocab}}
+	if req.Format == FormatJSONLD2020 {
+		contexts, inline = append(contexts, contextEd25519v2020, ContextURL), nil
 	}
-	contexts = append(contexts, ContextURL)
 	vc := &verifiable.Credential{
-		Context: contexts,
-		ID:      req.ID,
-		Types:   types,
-		Subject: verifiable.Subject{ID: req.Subject, CustomFields: attrs},
-		Issuer:  verifiable.Issuer{ID: issuer.did},
-		Issued:  util.NewTime(issued),
+		Context:       contexts,
+		CustomContext: inline,
+		ID:            req.ID,
+		Types:         types,
+		Subject:       verifiable.Subject{ID: req.Subject, CustomFields: attrs},
+		Issuer:        verifiable.Issuer{ID: issuer.did},
+		Issued:        util.NewTime(issued),
 	}
 	if !req.ExpiresAt.IsZero() {
 		exp := req.ExpiresAt.UTC().Truncate(time.Second)

@@ -1,6 +1,7 @@
 package credential
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -9,18 +10,23 @@ import (
 
 func TestIssueFormats(t *testing.T) {
 	f := newFixture(t)
+	// The default shape uses only contexts a stock Credo wallet has offline: the credentials v1
+	// context (which defines Ed25519Signature2018) and an inline @vocab; the 2020 shape is the
+	// one packbot issued before.
+	inline := map[string]any{"@vocab": vocab}
 	for _, tt := range []struct {
 		format, proofType, signature string
+		contexts                     []any
 	}{
-		{FormatJSONLD, proofEd25519v2020, "proofValue"},
-		{"", proofEd25519v2020, "proofValue"},
-		{FormatJSONLD2018, proofEd25519v2018, "jws"},
+		{FormatJSONLD, proofEd25519v2018, "jws", []any{contextCredentialsV1, inline}},
+		{"", proofEd25519v2018, "jws", []any{contextCredentialsV1, inline}},
+		{FormatJSONLD2018, proofEd25519v2018, "jws", []any{contextCredentialsV1, inline}},
+		{FormatJSONLD2020, proofEd25519v2020, "proofValue", []any{contextCredentialsV1, contextEd25519v2020, ContextURL}},
 	} {
 		vc := decode(t, f.issue(t, f.issuer, tt.format, nil))
 		p := firstProof(vc)
-		ctx := vc["@context"].([]any)
 		if p["type"] != tt.proofType || p[tt.signature] == nil || p["proofPurpose"] != purposeAssertion ||
-			p["verificationMethod"] != f.issuer.VerificationMethod() || ctx[0] != contextCredentialsV1 || ctx[len(ctx)-1] != ContextURL ||
+			p["verificationMethod"] != f.issuer.VerificationMethod() || !reflect.DeepEqual(vc["@context"], tt.contexts) ||
 			vc["issuer"] != f.issuer.DID() || vc["issuanceDate"] != "2025-06-01T11:00:00Z" {
 			t.Errorf("format %q: credential %v", tt.format, vc)
 		}

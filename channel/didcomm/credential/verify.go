@@ -70,10 +70,11 @@ type Result struct {
 // against the policy, at time now, and returns the claims of the credential that satisfies it.
 //
 // Accepted: the JSON-LD presentation that [Present] produces (or any wallet's equivalent),
-// signed with Ed25519Signature2018 or Ed25519Signature2020 by the holder's did:key, holding
-// JSON-LD credentials (either Ed25519 proof) and/or VC-JWT credentials (EdDSA). VC-JWT
-// presentations, other proof suites and DID methods are refused. Nothing is fetched: DIDs
-// must be did:key and JSON-LD contexts must be embedded.
+// signed with Ed25519Signature2018 or Ed25519Signature2020 by the holder's did:key, and the
+// VC-JWT presentation (jwt_vp, EdDSA, nonce = challenge, aud = domain) a Credo wallet sends
+// for a jwt_vc request, either holding JSON-LD credentials (either Ed25519 proof) and/or
+// VC-JWT credentials (EdDSA). Other proof suites and DID methods are refused. Nothing is
+// fetched: DIDs must be did:key and JSON-LD contexts must be embedded.
 //
 // Checked, each failure wrapping its own sentinel (see [Reason]): the presentation's shape
 // and its proof (signature, signer = holder, purpose authentication, challenge, domain); the
@@ -97,7 +98,12 @@ func Verify(vp []byte, challenge, domain string, p Policy, now time.Time) (Resul
 	if err != nil {
 		return Result{}, fmt.Errorf("verify presentation: %w", err)
 	}
-	pres, err := checkPresentation(l, vp, challenge, domain)
+	var pres checkedPresentation
+	if jws, ok := jwtPresentation(vp); ok {
+		pres, err = checkJWTPresentation(jws, challenge, domain, now)
+	} else {
+		pres, err = checkPresentation(l, vp, challenge, domain)
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("verify presentation: %w", err)
 	}
@@ -140,7 +146,7 @@ func checkPresentation(l *ld.DocumentLoader, raw []byte, challenge, domain strin
 		return checkedPresentation{}, fmt.Errorf("presentation is %d bytes, over %d: %w", len(raw), maxPresentationSize, ErrMalformed)
 	}
 	if len(raw) == 0 || raw[0] != '{' {
-		return checkedPresentation{}, fmt.Errorf("presentation is not a JSON-LD object (VC-JWT presentations are not accepted): %w", ErrMalformed)
+		return checkedPresentation{}, fmt.Errorf("presentation is neither a JSON-LD object nor a VC-JWT: %w", ErrMalformed)
 	}
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {

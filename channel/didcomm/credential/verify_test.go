@@ -19,10 +19,12 @@ func TestRoundTrip(t *testing.T) {
 		proofType  string
 		wantFormat string
 	}{
-		{"jsonld 2020 in 2020 presentation", FormatJSONLD, proofEd25519v2020, FormatJSONLD},
+		{"jsonld 2020 in 2020 presentation", FormatJSONLD2020, proofEd25519v2020, FormatJSONLD},
+		{"jsonld in 2020 presentation", FormatJSONLD, proofEd25519v2020, FormatJSONLD},
+		{"jsonld 2020 in 2018 presentation", FormatJSONLD2020, proofEd25519v2018, FormatJSONLD},
 		{"jsonld 2018 in 2020 presentation", FormatJSONLD2018, proofEd25519v2020, FormatJSONLD},
 		{"jwt in 2020 presentation", FormatJWT, proofEd25519v2020, FormatJWT},
-		{"jsonld 2020 in 2018 presentation", FormatJSONLD, proofEd25519v2018, FormatJSONLD},
+		{"jsonld in 2018 presentation", FormatJSONLD, proofEd25519v2018, FormatJSONLD},
 		{"jsonld 2018 in 2018 presentation", FormatJSONLD2018, proofEd25519v2018, FormatJSONLD},
 		{"jwt in 2018 presentation", FormatJWT, proofEd25519v2018, FormatJWT},
 	}
