@@ -278,9 +278,17 @@ func (a *agent) abandoned(ctx context.Context, st service.StateMsg) {
 func (a *agent) remember(rec *connection.Record) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if len(a.records) >= connectionCacheSize {
+		// Bounded: a forgotten connection is read from the store again when it speaks.
+		clear(a.records)
+		clear(a.byDIDs)
+	}
 	a.records[rec.ConnectionID] = rec
 	a.byDIDs[[2]string{rec.MyDID, rec.TheirDID}] = rec.ConnectionID
 }
+
+// connectionCacheSize bounds the connection records kept in memory (the store has them all).
+const connectionCacheSize = 10_000
 
 // connection returns the completed connection with id connID.
 func (a *agent) connection(connID string) (*connection.Record, error) {
