@@ -51,7 +51,7 @@ mkdir -p "$OUT"
 echo "== build"
 if [ "${BUILD:-1}" = 1 ]; then go build -o "$PACKBOT_BIN" ./cmd/packbot; fi
 (cd "$REFDRIVER_SRC" && go build -o "$OUT/refdriver" .)
-"$PACKBOT_BIN" pack validate "$PACK"
+"$PACKBOT_BIN" pack validate --channel vsagent "$PACK"
 
 echo "== PostgreSQL"
 if ! pg_isready -q -h 127.0.0.1 -p 5432; then
