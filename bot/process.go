@@ -67,7 +67,7 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 				b.hook(it.event)
 			}
 			fx, herr = b.flows.Handle(ctx, flows.Input{Session: &cur, Event: it.event, EventID: w.conn + "/" + strconv.FormatInt(it.id, 10),
-				Journal: j, Interrupted: interrupted})
+				Journal: j, Interrupted: interrupted, Memory: &w.memory})
 		}); p != "" {
 			return b.fail(ctx, w, it, p)
 		}
@@ -106,8 +106,10 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 	c.Outbox = out
 	ids, o := b.complete(ctx, w, c)
 	if o != outcomeDone {
+		w.memory.forget()
 		return o
 	}
+	w.memory.committed(fx.ClearMemory, fx.Memory)
 	b.stats.Completed.Add(1)
 	if fx.DeleteSession {
 		w.session = nil
@@ -202,6 +204,7 @@ func (b *Bot) fail(ctx context.Context, w *worker, it *item, reason string) outc
 	}
 	it.attempts, it.next = ev.Attempts, ev.NextAttemptAt
 	w.session = nil // the flow may have left it half changed
+	w.memory.forget()
 	return outcomeFailed
 }
 

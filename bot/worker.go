@@ -48,11 +48,14 @@ type worker struct {
 	done    []int64 // ids completed recently (bounded)
 	// fresh: no event handled yet (the user's outbox is delivered after the first).
 	fresh bool
+	// memory is the connection's own chat memory, kept while the lease is held.
+	memory connMemory
 }
 
 // spawn starts the worker of conn (b.mu held). l is the lease when the caller just took it.
 func (b *Bot) spawn(conn string, l *store.Lease) *worker {
-	w := &worker{b: b, conn: conn, log: b.log.With(slog.String("connection", conn)), signal: make(chan struct{}, 1), fresh: true}
+	w := &worker{b: b, conn: conn, log: b.log.With(slog.String("connection", conn)), signal: make(chan struct{}, 1), fresh: true,
+		memory: connMemory{st: b.st, key: "conn:" + conn}}
 	if l != nil {
 		w.lease, w.held, w.fetch = *l, true, true
 	}
@@ -251,6 +254,7 @@ func (w *worker) takeLease(ctx context.Context) bool {
 	w.lease, w.held, w.lost = l, true, false
 	b.mu.Unlock()
 	w.session = nil // another replica may have changed it meanwhile
+	w.memory.forget()
 	b.stats.Takeovers.Add(1)
 	return true
 }

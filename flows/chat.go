@@ -27,7 +27,7 @@ func (t *turn) chat(ctx context.Context, text string) error {
 	ts := t.tools(ctx)
 	window := t.e.pack.Memory.Window
 	key := t.memoryKey()
-	past, err := t.e.st.LoadMemory(ctx, key, 2*window)
+	past, err := t.memory.LoadMemory(ctx, key, 2*window)
 	if err != nil {
 		if retryable(err) {
 			return fmt.Errorf("load memory: %w", err) // handled again once the store is back

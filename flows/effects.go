@@ -65,6 +65,14 @@ type Input struct {
 	// (a crash): the event is not handled again; the user is told what may or may not have
 	// happened.
 	Interrupted []Step
+	// Memory reads chat memory (nil: the engine's store). The bot passes a reader that keeps
+	// the memory only its connection writes.
+	Memory MemoryReader
+}
+
+// MemoryReader reads chat memory ([store.Memory.LoadMemory]).
+type MemoryReader interface {
+	LoadMemory(ctx context.Context, key string, limit int) ([]store.MemoryEntry, error)
 }
 
 // newMessageID is the id of an outbound message.

@@ -155,6 +155,7 @@ type turn struct {
 	// eventID names the event (for ids derived from it); journal records external steps.
 	eventID string
 	journal Journal
+	memory  MemoryReader
 	// replyTo is the id of the inbound text being answered.
 	replyTo string
 }
@@ -224,9 +225,12 @@ func (t *turn) memoryKey() string {
 func (e *Engine) Handle(ctx context.Context, in Input) (Effects, error) {
 	var fx Effects
 	ev, s := in.Event, in.Session
-	t := &turn{e: e, conn: ev.Connection(), s: s, fx: &fx, eventID: in.EventID, journal: in.Journal}
+	t := &turn{e: e, conn: ev.Connection(), s: s, fx: &fx, eventID: in.EventID, journal: in.Journal, memory: in.Memory}
 	if t.journal == nil {
 		t.journal = nopJournal{}
+	}
+	if t.memory == nil {
+		t.memory = e.st
 	}
 	if t.eventID == "" {
 		t.eventID = newMessageID()
