@@ -161,6 +161,8 @@ type harnessOptions struct {
 	drain time.Duration
 	// idle is the bot's Idle (0: its default).
 	idle time.Duration
+	// quiet discards the logs (a test that makes thousands of events, or measures the heap).
+	quiet bool
 }
 
 type syncBuffer struct {
@@ -250,6 +252,9 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if o.quiet {
+		log = slog.New(slog.DiscardHandler)
+	}
 	key, err := secret.ParseKey(testKey)
 	if err != nil {
 		t.Fatal(err)

@@ -73,3 +73,22 @@ func TestConnMemory(t *testing.T) {
 		t.Fatalf("after forget: %d reads, %v", cs.loads, err)
 	}
 }
+
+// TestEnqueueSkipsCompleted: an event pushed by its accepter after the worker found it in the
+// inbox and completed it is not handled a second time; one still queued is not queued twice;
+// an older event that is neither queued nor done asks for a look in the inbox.
+func TestEnqueueSkipsCompleted(t *testing.T) {
+	w := &worker{}
+	w.enqueue(item{id: 5})
+	w.enqueue(item{id: 3})
+	if w.enqueue(item{id: 5}) || len(w.queue) != 2 || w.queue[0].id != 3 {
+		t.Fatalf("queue %+v", w.queue)
+	}
+	w.queue, w.done = w.queue[1:], append(w.done, 3)
+	if missing := w.enqueue(item{id: 3}); missing || len(w.queue) != 1 {
+		t.Fatalf("a completed event queued again: %+v", w.queue)
+	}
+	if missing := w.enqueue(item{id: 9, older: []int64{3, 5, 7}}); !missing {
+		t.Fatal("event 7 is neither queued nor done: the inbox should be read")
+	}
+}

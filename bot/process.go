@@ -28,6 +28,7 @@ const (
 	outcomeRetry                 // the store is unreachable: the same event again after a pause
 	outcomeFailed                // a counted failure was recorded: the event waits for its next attempt
 	outcomeLost                  // the lease is gone: another replica handles the connection
+	outcomeGone                  // the event was completed already: nothing of this handling stands
 )
 
 // deliveryLease is how long the outbox rows of an event are reserved for the worker that
@@ -105,7 +106,15 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 	}
 	c.Outbox = out
 	ids, o := b.complete(ctx, w, c)
-	if o != outcomeDone {
+	switch o {
+	case outcomeDone:
+	case outcomeGone:
+		w.session = nil
+		w.memory.forget()
+		return outcomeDone
+	case outcomeFailed:
+		return b.fail(ctx, w, it, "the commit failed")
+	default:
 		w.memory.forget()
 		return o
 	}
@@ -144,9 +153,13 @@ func (b *Bot) complete(ctx context.Context, w *worker, c store.Completion) ([]in
 		switch {
 		case errors.Is(err, store.ErrLeaseLost):
 			return nil, outcomeLost
+		case errors.Is(err, store.ErrNotFound):
+			// Not pending any more: completed (or parked) already; its effects are dropped.
+			w.log.WarnContext(ctx, "event already completed; this handling is dropped", slog.Int64("event", c.EventID))
+			return nil, outcomeGone
 		case !errors.Is(err, store.ErrUnavailable):
 			w.log.ErrorContext(ctx, "commit event", slog.Int64("event", c.EventID), slog.Any("err", err))
-			return nil, outcomeRetry
+			return nil, outcomeFailed
 		}
 		w.log.WarnContext(ctx, "commit event: store unavailable; retrying", slog.Int64("event", c.EventID), slog.Any("err", err))
 		if !w.sleep(ctx, retryDelay(failures)) && ctx.Err() != nil {
@@ -222,7 +235,11 @@ func (b *Bot) park(ctx context.Context, w *worker, it *item, reason string) outc
 		return outcomeRetry
 	}
 	ids, o := b.complete(ctx, w, store.Completion{EventID: it.id, Lease: w.lease, TTL: b.leaseTTL, Now: now, Park: reason, Outbox: out})
-	if o != outcomeDone {
+	switch o {
+	case outcomeDone:
+	case outcomeGone, outcomeFailed:
+		return outcomeDone // completed already, or the store refuses even to park it: nothing more to do here
+	default:
 		return o
 	}
 	b.stats.Parked.Add(1)

@@ -200,11 +200,13 @@ func (w *worker) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// enqueue adds it to the queue in id order (a duplicate id is dropped) and reports whether
-// older events are missing from the queue (another replica accepted them: look in the inbox).
+// enqueue adds it to the queue in id order and reports whether older events are missing from
+// the queue (another replica accepted them: look in the inbox). An event already queued, or
+// completed recently (a fetch from the inbox can find an event before its accepter has pushed
+// it here), is dropped.
 func (w *worker) enqueue(it item) (missing bool) {
 	i, found := slices.BinarySearchFunc(w.queue, it.id, func(q item, id int64) int { return cmpInt(q.id, id) })
-	if !found {
+	if !found && !slices.Contains(w.done, it.id) {
 		w.queue = slices.Insert(w.queue, i, it)
 	}
 	for _, id := range it.older {
