@@ -32,7 +32,9 @@ func TestConnMemory(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	cs := &countingMemory{Store: st}
 	m := connMemory{st: cs, key: "conn:c1"}
-	entry := func(s string) store.MemoryEntry { return store.MemoryEntry{Role: "user", Content: s, CreatedAt: time.UnixMilli(1)} }
+	entry := func(s string) store.MemoryEntry {
+		return store.MemoryEntry{Role: "user", Content: s, CreatedAt: time.UnixMilli(1)}
+	}
 	if err := st.AppendMemory(ctx, "conn:c1", []store.MemoryEntry{entry("a"), entry("b")}, 4); err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ type Deps struct {
 	// Channel says what the wallet channel can show (menus, questions, proof requests, …).
 	Channel channel.Capabilities
 	Logger  *slog.Logger
-	Now             func() time.Time
+	Now     func() time.Time
 	// MaxText bounds inbound texts (default DefaultMaxText).
 	MaxText int
 }
