@@ -44,7 +44,9 @@ func run(listen string, targets []string) error {
 		p := httputil.NewSingleHostReverseProxy(u)
 		p.Transport = tr
 		// A replica that is down answers 502: the sender is not told "accepted" and sends again.
-		p.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) { http.Error(w, err.Error(), http.StatusBadGateway) }
+		p.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		}
 		proxies = append(proxies, p)
 	}
 	if len(proxies) == 0 {
