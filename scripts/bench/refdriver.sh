@@ -29,6 +29,8 @@ DB_ROLE=packbot_test
 DB_PASS=packbot_test
 LOG_LEVEL=${PACKBOT_LOG_LEVEL:-info}
 DB_PARAMS=${DB_PARAMS:-}          # extra DSN parameters, e.g. "&pool_max_conns=16"
+DB_PORT=${DB_PORT:-5432}          # another cluster (its postgres role must be trusted on 127.0.0.1)
+if [ "$DB_PORT" != 5432 ]; then export PGHOST=127.0.0.1 PGPORT=$DB_PORT; fi
 QUIET_WAIT=${QUIET_WAIT:-600}     # seconds to wait for an idle machine before each run
 # warm-up, the reference's connection counts (more messages per connection than the driver's
 # default plan, so that CPU time is well above the 10 ms tick), the MCP step, then 1000 new
@@ -54,12 +56,12 @@ if [ "${BUILD:-1}" = 1 ]; then go build -o "$PACKBOT_BIN" ./cmd/packbot; fi
 "$PACKBOT_BIN" pack validate --channel vsagent "$PACK"
 
 echo "== PostgreSQL"
-if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+if ! pg_isready -q -h 127.0.0.1 -p "$DB_PORT"; then
   if [ "$(id -u)" = 0 ]; then pg_ctlcluster 15 main start; else sudo -n pg_ctlcluster 15 main start; fi
-  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p "$DB_PORT" && break; sleep 1; done
 fi
-pg_isready -h 127.0.0.1 -p 5432
-DATABASE_URL="postgres://$DB_ROLE:$DB_PASS@127.0.0.1:5432/$DB_NAME?sslmode=disable$DB_PARAMS"
+pg_isready -h 127.0.0.1 -p "$DB_PORT"
+DATABASE_URL="postgres://$DB_ROLE:$DB_PASS@127.0.0.1:$DB_PORT/$DB_NAME?sslmode=disable$DB_PARAMS"
 
 # busy_cores SECS: how many cores the machine kept busy over SECS seconds (/proc/stat).
 busy_cores() {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/packbot/packbot/store"
 )
@@ -39,27 +40,13 @@ const (
 	qAppendAuditAt = `INSERT INTO audit (at, identity, roles, server, tool, args_fingerprint, decision, approval_id,
 	outcome, latency_ns, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 
-	// qCompletePostgres is CompleteEvent in one statement. l renews the lease and fences
-	// everything: it matches only while the lease is held at its epoch and the event is a
-	// pending event of its connection, and its row lock makes a concurrent take wait for the
-	// commit (a take that committed first makes l match nothing). e, which reads l, marks the
-	// event; every other part reads e, so that nothing is written unless both matched. The
-	// row sets come as JSON arrays (one statement text whatever their sizes, so pgx prepares it
-	// once per connection); payloads travel as JSON strings so that their bytes are kept.
-	//
-	// Parameters: $1 event, $2 connection, $3 holder, $4 epoch, $5 new lease expiry, $6 now,
-	// $7 park reason or ''; $8 put a session, $9–$17 its fields; $18 delete the session; $19
-	// memory keys appended to ({k, cnt, keep, clear}), $20 their entries ({k, n, role, content,
-	// data, at}; n from 1 within a key), $21 keys only cleared; $22 outbox messages, $23 audit
-	// rows, $24 outbox ids to ack; $25 the session's update time.
-	//
-	// Memory: a key's sequence numbers are reserved on its memory_seq row (whose lock orders
-	// appends to the key), and of entries past the window only the newest keep are inserted.
-	// The DELETE of a trimmed or cleared key sees the rows as of the statement's start, never
-	// those the statement inserts — exactly the rows to drop. A key cleared and appended to in
-	// one completion keeps numbering after its old entries (one statement cannot both delete
-	// and reinsert its memory_seq row).
-	qCompletePostgres = `WITH l AS (
+	// qFencePostgres opens CompleteEvent's batch on PostgreSQL (parameters as qCompleteLease, with
+	// $6 now and $7 the park reason or ''): l renews the lease, matching only while it is held at
+	// its epoch and the event is a pending event of its connection (its row lock makes a
+	// concurrent take wait for the commit, and a take that committed first makes l match
+	// nothing); e, which reads l, marks the event. When they match nothing, inbox_fence raises
+	// (SQLSTATE PBF01) and the batch's transaction is rolled back with everything queued after.
+	qFencePostgres = `WITH l AS (
 		UPDATE inbox_leases SET expires_at = $5::bigint
 		WHERE connection_id = $2::text AND holder = $3::text AND epoch = $4::bigint
 		AND EXISTS (SELECT 1 FROM inbox WHERE id = $1::bigint AND connection_id = $2::text AND state = ` + sqlEventPending + `)
@@ -72,55 +59,11 @@ const (
 			last_error = CASE WHEN $7::text = '' THEN last_error ELSE $7::text END,
 			done_at = $6::bigint
 		WHERE id = $1::bigint AND state = ` + sqlEventPending + ` AND EXISTS (SELECT 1 FROM l)
-		RETURNING 1),
-	ss AS (
-		INSERT INTO sessions (connection_id, state, language, authenticated, identity, display_name, roles,
-			credential_expiry, flow, menu_digest, created_at, updated_at)
-		SELECT $2::text, $9::text, $10::text, $11::boolean, $12::text, $13::text, $14::text::json, $15::bigint,
-			$16::text::json, $17::text, $6::bigint, $25::bigint
-		WHERE $8::boolean AND EXISTS (SELECT 1 FROM e)
-		ON CONFLICT (connection_id) DO UPDATE SET state = excluded.state, language = excluded.language,
-			authenticated = excluded.authenticated, identity = excluded.identity, display_name = excluded.display_name,
-			roles = excluded.roles, credential_expiry = excluded.credential_expiry, flow = excluded.flow,
-			menu_digest = excluded.menu_digest, updated_at = excluded.updated_at),
-	sd AS (DELETE FROM sessions WHERE connection_id = $2::text AND $18::boolean AND EXISTS (SELECT 1 FROM e)),
-	mk AS (SELECT * FROM json_to_recordset($19::json) AS x(k text, cnt bigint, keep bigint, clear boolean)),
-	ms AS (
-		INSERT INTO memory_seq (memory_key, last_seq) SELECT k, cnt FROM mk WHERE EXISTS (SELECT 1 FROM e)
-		ON CONFLICT (memory_key) DO UPDATE SET last_seq = memory_seq.last_seq + excluded.last_seq
-		RETURNING memory_key, last_seq),
-	mi AS (
-		INSERT INTO memory (memory_key, seq, role, content, data, created_at)
-		SELECT m.k, ms.last_seq - mk.cnt + m.n, m.role, m.content, m.data::json, m.at
-		FROM json_to_recordset($20::json) AS m(k text, n bigint, role text, content text, data text, at bigint)
-		JOIN mk ON mk.k = m.k JOIN ms ON ms.memory_key = m.k
-		WHERE mk.keep <= 0 OR m.n > mk.cnt - mk.keep),
-	mt AS (
-		DELETE FROM memory USING mk, ms WHERE memory.memory_key = mk.k AND ms.memory_key = mk.k
-		AND (mk.clear OR (mk.keep > 0 AND memory.seq <= ms.last_seq - mk.keep))),
-	mc AS (
-		DELETE FROM memory WHERE memory_key IN (SELECT json_array_elements_text($21::json))
-		AND EXISTS (SELECT 1 FROM e)),
-	mcs AS (
-		DELETE FROM memory_seq WHERE memory_key IN (SELECT json_array_elements_text($21::json))
-		AND EXISTS (SELECT 1 FROM e)),
-	ob AS (
-		INSERT INTO outbox (identity, connection_id, kind, payload, created_at, next_attempt_at, attempts, last_error)
-		SELECT o.identity, o.conn, o.kind, o.payload::json, o.created, o.next, 0, ''
-		FROM json_to_recordset($22::json) AS o(i int, identity text, conn text, kind text, payload text, created bigint, next bigint)
-		WHERE EXISTS (SELECT 1 FROM e) ORDER BY o.i
-		RETURNING id),
-	au AS (
-		INSERT INTO audit (at, identity, roles, server, tool, args_fingerprint, decision, approval_id, outcome,
-			latency_ns, error)
-		SELECT a.at, a.identity, a.roles::json, a.server, a.tool, a.fp, a.decision, a.approval, a.outcome, a.latency,
-			a.error
-		FROM json_to_recordset($23::json) AS a(at bigint, identity text, roles text, server text, tool text, fp text,
-			decision text, approval text, outcome text, latency bigint, error text)
-		WHERE EXISTS (SELECT 1 FROM e)),
-	ack AS (
-		DELETE FROM outbox WHERE id IN (SELECT json_array_elements_text($24::json)::bigint) AND EXISTS (SELECT 1 FROM e))
-	SELECT EXISTS (SELECT 1 FROM e), COALESCE((SELECT array_agg(id ORDER BY id) FROM ob), '{}')`
+		RETURNING 1)
+	SELECT inbox_fence(EXISTS (SELECT 1 FROM e))`
+
+	// sqlStateFenced is what inbox_fence raises.
+	sqlStateFenced = "PBF01"
 
 	// qEnqueueOutboxJSON stores the messages of a JSON array (outboxRow) in one statement.
 	qEnqueueOutboxJSON = `INSERT INTO outbox (identity, connection_id, kind, payload, created_at, next_attempt_at,
@@ -130,8 +73,8 @@ const (
 	ORDER BY o.i RETURNING id`
 )
 
-// CompleteEvent commits c in one transaction, fenced by c.Lease: on PostgreSQL one statement
-// (qCompletePostgres), on SQLite a transaction of a few statements.
+// CompleteEvent commits c in one transaction, fenced by c.Lease: on PostgreSQL one batch of
+// statements (completePostgres), on SQLite a transaction of a few statements.
 func (db *DB) CompleteEvent(ctx context.Context, c store.Completion) (store.Completed, error) {
 	if c.TTL <= 0 {
 		return store.Completed{}, fmt.Errorf("complete event %d: lease ttl %v, want more than 0", c.EventID, c.TTL)
@@ -235,77 +178,89 @@ func notFoundAs(err, as error) error {
 	return nil
 }
 
+// completePostgres is CompleteEvent as one pgx batch (one round trip, one implicit transaction)
+// of the statements c needs and no others, fenced by qFencePostgres: a few small statements
+// with cheap cached plans cost PostgreSQL less than one statement that plans and starts every
+// part whether it is used or not.
 func (db *DB) completePostgres(ctx context.Context, c store.Completion) (store.Completed, error) {
 	l, now := c.Lease, c.Now
-	args := make([]any, 0, 24)
-	args = append(args, c.EventID, l.ConnectionID, l.Holder, l.Epoch, millis(now.Add(c.TTL)), millis(now), c.Park)
-	if s := c.Session; s != nil && !c.DeleteSession {
+	type stmt struct {
+		sql  string
+		args []any
+	}
+	stmts := []stmt{{qFencePostgres, []any{c.EventID, l.ConnectionID, l.Holder, l.Epoch, millis(now.Add(c.TTL)), millis(now), c.Park}}}
+	switch s := c.Session; {
+	case c.DeleteSession:
+		stmts = append(stmts, stmt{qDeleteSession, []any{l.ConnectionID}})
+	case s != nil:
 		roles, err := stringsArg(s.Roles)
 		if err != nil {
 			return store.Completed{}, err
 		}
-		args = append(args, true, s.State, s.Language, s.Authenticated, s.Identity, s.DisplayName, roles,
-			millis(s.CredentialExpiry), jsonArg(s.Flow), s.MenuDigest)
-	} else {
-		args = append(args, false, "", "", false, "", "", nil, int64(0), nil, "")
+		stmts = append(stmts, stmt{qPutSession, []any{l.ConnectionID, s.State, s.Language, s.Authenticated, s.Identity,
+			s.DisplayName, roles, millis(s.CredentialExpiry), jsonArg(s.Flow), s.MenuDigest, millis(now),
+			millis(cmp.Or(s.UpdatedAt, now))}})
 	}
-	args = append(args, c.DeleteSession)
-
 	keys, cleared := mergeMemory(c.Memory, c.ClearMemory)
-	var memKeys []memoryKeyRow
-	var memEntries []memoryEntryRow
-	for _, k := range keys {
-		n := len(k.entries)
-		memKeys = append(memKeys, memoryKeyRow{K: k.key, Cnt: n, Keep: max(k.keep, 0), Clear: k.clear})
-		for i, e := range k.entries {
-			if k.keep > 0 && i < n-k.keep {
-				continue // past the window: numbered, never stored
-			}
-			memEntries = append(memEntries, memoryEntryRow{K: k.key, N: i + 1, Role: e.Role, Content: e.Content,
-				Data: jsonString(e.Data), At: millis(cmp.Or(e.CreatedAt, now))})
-		}
+	for _, k := range cleared {
+		stmts = append(stmts, stmt{qClearMemory, []any{k}}, stmt{qClearMemorySeq, []any{k}})
 	}
-	var audit []auditRow
+	for _, k := range keys {
+		if k.clear {
+			stmts = append(stmts, stmt{qClearMemory, []any{k.key}})
+		}
+		n := len(k.entries)
+		if n == 0 {
+			continue
+		}
+		kept := k.entries
+		if k.keep > 0 && n > k.keep {
+			kept = k.entries[n-k.keep:] // past the window: numbered, never stored
+		}
+		stmts = append(stmts, stmt{appendMemoryStatement(len(kept)), appendMemoryArgs(now, k.key, n, kept, k.keep)})
+	}
 	for _, r := range c.Audit {
 		roles, err := stringsArg(r.Roles)
 		if err != nil {
 			return store.Completed{}, err
 		}
-		var rs *string
-		if roles != nil {
-			s := roles.(string)
-			rs = &s
-		}
-		audit = append(audit, auditRow{At: millis(cmp.Or(r.At, now)), Identity: r.Identity, Roles: rs, Server: r.Server,
-			Tool: r.Tool, FP: r.ArgsFingerprint, Decision: r.Decision, Approval: r.ApprovalID, Outcome: r.Outcome,
-			Latency: int64(r.Latency), Error: r.Error})
+		stmts = append(stmts, stmt{qAppendAuditAt, []any{millis(cmp.Or(r.At, now)), r.Identity, roles, r.Server, r.Tool,
+			r.ArgsFingerprint, r.Decision, r.ApprovalID, r.Outcome, int64(r.Latency), r.Error}})
 	}
-	for _, v := range []any{memKeys, memEntries, cleared, outboxRows(now, c.Outbox), audit, c.AckOutbox} {
-		a, err := jsonList(v)
-		if err != nil {
+	if len(c.AckOutbox) > 0 {
+		stmts = append(stmts, stmt{qAckOutboxListPostgres, []any{c.AckOutbox}})
+	}
+	var outbox any
+	if len(c.Outbox) > 0 {
+		var err error
+		if outbox, err = jsonList(outboxRows(now, c.Outbox)); err != nil {
 			return store.Completed{}, err
 		}
-		args = append(args, a)
 	}
-	updated := now
-	if c.Session != nil && !c.Session.UpdatedAt.IsZero() {
-		updated = c.Session.UpdatedAt
-	}
-	args = append(args, millis(updated))
 
-	var done bool
 	var ids []int64
 	err := db.pgBatch(ctx, func(b *pgx.Batch) {
-		b.Queue(qCompletePostgres, args...).QueryRow(func(r pgx.Row) error { return r.Scan(&done, &ids) })
+		for _, s := range stmts {
+			b.Queue(s.sql, s.args...)
+		}
+		if outbox != nil {
+			b.Queue(qEnqueueOutboxJSON, outbox).Query(func(rows pgx.Rows) error {
+				var err error
+				ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+				return err
+			})
+		}
 	})
+	var pgErr *pgconn.PgError
 	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == sqlStateFenced:
+		return store.Completed{}, errFenced
 	case err != nil:
 		return store.Completed{}, err
-	case !done:
-		return store.Completed{}, errFenced
 	case len(ids) != len(c.Outbox):
 		return store.Completed{}, fmt.Errorf("stored %d outbox messages of %d", len(ids), len(c.Outbox))
 	}
+	slices.Sort(ids) // assigned in input order
 	if len(ids) == 0 {
 		ids = nil
 	}
@@ -341,23 +296,9 @@ func mergeMemory(appends []store.MemoryAppend, clear []string) (keys []memoryKey
 	return keys, clearedOnly
 }
 
-// JSON rows of qCompletePostgres and qEnqueueOutboxJSON; the field names are the column names of
-// their json_to_recordset.
+// JSON rows of qEnqueueOutboxJSON; the field names are the column names of its
+// json_to_recordset.
 type (
-	memoryKeyRow struct {
-		K     string `json:"k"`
-		Cnt   int    `json:"cnt"`
-		Keep  int    `json:"keep"`
-		Clear bool   `json:"clear"`
-	}
-	memoryEntryRow struct {
-		K       string  `json:"k"`
-		N       int     `json:"n"`
-		Role    string  `json:"role"`
-		Content string  `json:"content"`
-		Data    *string `json:"data"`
-		At      int64   `json:"at"`
-	}
 	outboxRow struct {
 		I        int     `json:"i"`
 		Identity string  `json:"identity"`
@@ -366,19 +307,6 @@ type (
 		Payload  *string `json:"payload"`
 		Created  int64   `json:"created"`
 		Next     int64   `json:"next"`
-	}
-	auditRow struct {
-		At       int64   `json:"at"`
-		Identity string  `json:"identity"`
-		Roles    *string `json:"roles"`
-		Server   string  `json:"server"`
-		Tool     string  `json:"tool"`
-		FP       string  `json:"fp"`
-		Decision string  `json:"decision"`
-		Approval string  `json:"approval"`
-		Outcome  string  `json:"outcome"`
-		Latency  int64   `json:"latency"`
-		Error    string  `json:"error"`
 	}
 )
 

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -29,7 +30,7 @@ const (
 func (db *DB) AppendMemory(ctx context.Context, key string, entries []store.MemoryEntry, keep int) error {
 	if db.d.name == postgres && len(entries) > 0 && (keep <= 0 || len(entries) <= keep) {
 		// One statement instead of a transaction of four: this runs on every chat message.
-		if _, err := db.conn().exec(ctx, appendMemoryStatement(len(entries)), appendMemoryArgs(db, key, entries, keep)...); err != nil {
+		if _, err := db.conn().exec(ctx, appendMemoryStatement(len(entries)), appendMemoryArgs(db.stamp(), key, len(entries), entries, keep)...); err != nil {
 			return fmt.Errorf("append memory %s: %w", key, err)
 		}
 		return nil
@@ -76,37 +77,35 @@ func appendMemoryTx(ctx context.Context, c conn, now time.Time, key string, entr
 	return err
 }
 
-// appendMemoryStatement is AppendMemory in one PostgreSQL statement for n entries: reserve the
-// sequence numbers (the memory_seq row lock serializes appends to a key), insert, and trim what
-// falls out of the window ($2 = n, $3 = keep, 0 for none). The DELETE does not see the rows the
-// same statement inserts, which is right: with n <= keep they all stay.
-func appendMemoryStatement(n int) string {
+// appendMemoryStatement appends m entries to a key in one PostgreSQL statement: reserve $2
+// sequence numbers (the memory_seq row lock serializes appends to a key), insert the entries,
+// numbered by their position n among the $2 (1-based: entries past the window are numbered but
+// not given), and trim what falls out of the window ($3 = keep, 0 for none). The DELETE does
+// not see the rows the same statement inserts, which is right: they are the newest.
+func appendMemoryStatement(m int) string {
 	var b strings.Builder
 	b.WriteString(`WITH s AS (` + qReserveMemorySeq + `),
 	i AS (INSERT INTO memory (memory_key, seq, role, content, data, created_at)
 		SELECT $1, s.last_seq - $2 + v.n, v.role, v.content, v.data::json, v.created_at FROM s, (VALUES `)
-	for i := range n {
+	for i := range m {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		k := 4 + 4*i
-		fmt.Fprintf(&b, "(%d::bigint, $%d::text, $%d::text, $%d::text, $%d::bigint)", i+1, k, k+1, k+2, k+3)
+		k := 4 + 5*i
+		fmt.Fprintf(&b, "($%d::bigint, $%d::text, $%d::text, $%d::text, $%d::bigint)", k, k+1, k+2, k+3, k+4)
 	}
 	b.WriteString(`) AS v(n, role, content, data, created_at))
 	DELETE FROM memory WHERE memory_key = $1 AND $3::bigint > 0 AND seq <= (SELECT last_seq FROM s) - $3::bigint`)
 	return b.String()
 }
 
-func appendMemoryArgs(db *DB, key string, entries []store.MemoryEntry, keep int) []any {
-	now := db.stamp()
-	args := make([]any, 0, 3+4*len(entries))
-	args = append(args, key, len(entries), max(keep, 0))
-	for _, e := range entries {
-		created := e.CreatedAt
-		if created.IsZero() {
-			created = now
-		}
-		args = append(args, e.Role, e.Content, jsonArg(e.Data), millis(created))
+// appendMemoryArgs are the arguments of appendMemoryStatement(len(kept)) for n entries of which
+// kept are the last; entries without a CreatedAt get now.
+func appendMemoryArgs(now time.Time, key string, n int, kept []store.MemoryEntry, keep int) []any {
+	args := make([]any, 0, 3+5*len(kept))
+	args = append(args, key, n, max(keep, 0))
+	for i, e := range kept {
+		args = append(args, n-len(kept)+i+1, e.Role, e.Content, jsonArg(e.Data), millis(cmp.Or(e.CreatedAt, now)))
 	}
 	return args
 }

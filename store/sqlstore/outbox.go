@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/packbot/packbot/store"
 )
 
@@ -30,7 +32,7 @@ const (
 	qAckOutbox = `DELETE FROM outbox WHERE id = $1`
 	// qAckOutboxList removes the messages of a JSON array of ids, per dialect (a JSON array is
 	// the one list both take as one parameter).
-	qAckOutboxListPostgres = `DELETE FROM outbox WHERE id IN (SELECT json_array_elements_text($1::json)::bigint)`
+	qAckOutboxListPostgres = `DELETE FROM outbox WHERE id = ANY($1::bigint[])`
 	qAckOutboxListSQLite   = `DELETE FROM outbox WHERE id IN (SELECT value FROM json_each($1))`
 	qRetryOutbox           = `UPDATE outbox SET next_attempt_at = $2, last_error = $3 WHERE id = $1`
 	qPendingOutbox         = `SELECT COUNT(*) FROM outbox WHERE identity = $1`
@@ -88,15 +90,18 @@ func (db *DB) AckOutbox(ctx context.Context, ids ...int64) error {
 		}
 		return nil
 	}
+	if db.d.name == postgres {
+		err := db.pgBatch(ctx, func(b *pgx.Batch) { b.Queue(qAckOutboxListPostgres, ids) })
+		if err != nil {
+			return fmt.Errorf("ack %d outbox messages: %w", len(ids), err)
+		}
+		return nil
+	}
 	list, err := json.Marshal(ids)
 	if err != nil {
 		return fmt.Errorf("ack outbox: %w", err)
 	}
-	q := qAckOutboxListSQLite
-	if db.d.name == postgres {
-		q = qAckOutboxListPostgres
-	}
-	if _, err := db.conn().exec(ctx, q, string(list)); err != nil {
+	if _, err := db.conn().exec(ctx, qAckOutboxListSQLite, string(list)); err != nil {
 		return fmt.Errorf("ack %d outbox messages: %w", len(ids), err)
 	}
 	return nil

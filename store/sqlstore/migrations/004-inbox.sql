@@ -44,3 +44,7 @@ CREATE TABLE inbox_holders (
     holder      TEXT   NOT NULL PRIMARY KEY,
     alive_until BIGINT NOT NULL
 );
+
+-- inbox_fence raises PBF01 unless its argument is true: CompleteEvent's first statement, so that
+-- a completion whose lease or event is gone rolls back the statements sent with it.
+CREATE FUNCTION inbox_fence(held BOOLEAN) RETURNS BOOLEAN LANGUAGE plpgsql AS $f$ BEGIN IF NOT held THEN RAISE EXCEPTION 'inbox fence: the lease is lost or the event is no longer pending' USING ERRCODE = 'PBF01'; END IF; RETURN TRUE; END $f$; -- only: postgres
