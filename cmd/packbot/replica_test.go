@@ -406,7 +406,9 @@ func TestReplicas(t *testing.T) {
 	if err := rs.procs[2].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-rs.procs[2].done
+	if err := <-rs.procs[2].done; err == nil {
+		t.Errorf("replica C exited with status 0 after SIGKILL")
+	}
 	t.Logf("replica C (%s) killed with SIGKILL after %d acknowledged texts: it held %d guests' connections, with %d events pending",
 		rs.holders[2], load.acked.Load(), heldByC, pendingOfC)
 
