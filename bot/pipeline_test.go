@@ -74,7 +74,8 @@ func TestPanicContainedParkedAndReplayed(t *testing.T) {
 		t.Fatalf("ana's next message got %q", got)
 	}
 	parked, err := h.st.ListParked(ctx, store.ParkedQuery{ConnectionID: ana.w.Conn()})
-	if err != nil || len(parked) != 1 || parked[0].Kind != channel.KindTextReceived || !strings.Contains(parked[0].LastError, "a flow bug") {
+	if err != nil || len(parked) != 1 || parked[0].Kind != channel.KindTextReceived || !strings.Contains(parked[0].LastError, "a flow bug") ||
+		parked[0].Attempts != 2 { // every failed handling counted, the last one too
 		t.Fatalf("parked %+v, %v", parked, err)
 	}
 

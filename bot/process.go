@@ -192,14 +192,16 @@ func (b *Bot) safely(fn func()) (panicked string) {
 	return ""
 }
 
-// fail records a counted failure of it (retried after a pause, parked after MaxAttempts).
+// fail records a counted failure of it (retried after a pause, parked after MaxAttempts). The
+// last failure is recorded too before the event is parked, so that a parked event's Attempts
+// counts every failed handling (`packbot events parked` shows MaxAttempts, not one less).
 func (b *Bot) fail(ctx context.Context, w *worker, it *item, reason string) outcome {
 	b.stats.Failures.Add(1)
-	if it.attempts+1 >= b.maxAttempts {
-		it.attempts++
-		return b.park(ctx, w, it, reason)
-	}
+	last := it.attempts+1 >= b.maxAttempts
 	next := b.now().Add(time.Duration(1<<it.attempts) * time.Second)
+	if last {
+		next = b.now() // parked below; if this replica dies first, the next holder parks it at once
+	}
 	var ev store.InboxEvent
 	err := b.retry(ctx, time.Minute, "record failure", func(ctx context.Context) error {
 		var err error
@@ -213,11 +215,16 @@ func (b *Bot) fail(ctx context.Context, w *worker, it *item, reason string) outc
 		w.log.WarnContext(ctx, "record failure", slog.Int64("event", it.id), slog.Any("err", err))
 		it.attempts++
 		it.next = next
-		return outcomeFailed
+	default:
+		it.attempts, it.next = ev.Attempts, ev.NextAttemptAt
 	}
-	it.attempts, it.next = ev.Attempts, ev.NextAttemptAt
-	w.session = nil // the flow may have left it half changed
-	w.memory.forget()
+	if last {
+		return b.park(ctx, w, it, reason)
+	}
+	if err == nil {
+		w.session = nil // the flow may have left it half changed
+		w.memory.forget()
+	}
 	return outcomeFailed
 }
 

@@ -48,6 +48,9 @@ type worker struct {
 	done    []int64 // ids completed recently (bounded)
 	// fresh: no event handled yet (the user's outbox is delivered after the first).
 	fresh bool
+	// flush: the lease was just taken; what the outbox holds for the connection goes out
+	// before the next event is handled (see Bot.flushConn).
+	flush bool
 	// memory is the connection's own chat memory, kept while the lease is held.
 	memory connMemory
 }
@@ -57,7 +60,7 @@ func (b *Bot) spawn(conn string, l *store.Lease) *worker {
 	w := &worker{b: b, conn: conn, log: b.log.With(slog.String("connection", conn)), signal: make(chan struct{}, 1), fresh: true,
 		memory: connMemory{st: b.st, key: "conn:" + conn}}
 	if l != nil {
-		w.lease, w.held, w.fetch = *l, true, true
+		w.lease, w.held, w.fetch, w.flush = *l, true, true, true
 	}
 	b.workers[conn] = w
 	b.wg.Add(1)
@@ -126,6 +129,10 @@ func (w *worker) run() {
 		}
 		if fetch && !w.fetchPending(ctx) {
 			continue // the store is down: fetchPending waited; try again
+		}
+		if w.flush {
+			w.flush = false
+			b.flushConn(ctx, w)
 		}
 		if len(w.queue) == 0 {
 			select {
@@ -257,6 +264,7 @@ func (w *worker) takeLease(ctx context.Context) bool {
 	b.mu.Unlock()
 	w.session = nil // another replica may have changed it meanwhile
 	w.memory.forget()
+	w.flush = true
 	b.stats.Takeovers.Add(1)
 	return true
 }
