@@ -48,6 +48,9 @@ type worker struct {
 	done    []int64 // ids completed recently (bounded)
 	// fresh: no event handled yet (the user's outbox is delivered after the first).
 	fresh bool
+	// backlog: the connection's outbox may hold older messages (left by a process that died,
+	// or a delivery that failed); new replies go out after them, not before.
+	backlog bool
 	// memory is the connection's own chat memory, kept while the lease is held.
 	memory connMemory
 }
@@ -55,7 +58,7 @@ type worker struct {
 // spawn starts the worker of conn (b.mu held). l is the lease when the caller just took it.
 func (b *Bot) spawn(conn string, l *store.Lease) *worker {
 	w := &worker{b: b, conn: conn, log: b.log.With(slog.String("connection", conn)), signal: make(chan struct{}, 1), fresh: true,
-		memory: connMemory{st: b.st, key: "conn:" + conn}}
+		backlog: true, memory: connMemory{st: b.st, key: "conn:" + conn}}
 	if l != nil {
 		w.lease, w.held, w.fetch = *l, true, true
 	}
