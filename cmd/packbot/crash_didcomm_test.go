@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -27,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/packbot/packbot/i18n"
+	"github.com/packbot/packbot/mcp/demoserver"
 	"github.com/packbot/packbot/packs"
 )
 
@@ -758,4 +761,118 @@ func (w *crashWallet) unackedUnanswered() int {
 		}
 	}
 	return n
+}
+
+// vaultGate records the Authorization header of every request to the vault and, while armed,
+// holds the requests that carry one (the bot testing a user's credential) until released.
+type vaultGate struct {
+	next    http.Handler
+	mu      sync.Mutex
+	auth    []string
+	armed   chan struct{} // closed to release held requests; nil: not armed
+	arrived chan struct{} // gets a value when a request is held
+}
+
+func (g *vaultGate) arm() (arrived <-chan struct{}, release func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.armed, g.arrived = make(chan struct{}), make(chan struct{}, 1)
+	return g.arrived, sync.OnceFunc(func() { close(g.armed) })
+}
+
+func (g *vaultGate) authorizations() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.auth)
+}
+
+func (g *vaultGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a := r.Header.Get("Authorization")
+	g.mu.Lock()
+	if a != "" {
+		g.auth = append(g.auth, a)
+	}
+	armed, arrived := g.armed, g.arrived
+	g.mu.Unlock()
+	if a != "" && armed != nil {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-armed:
+		case <-r.Context().Done(): // the bot is gone
+			return
+		}
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// TestCrashDuringCredentialTest: a user types the token of a user-controlled MCP server in the
+// chat; serve is killed (SIGKILL) while the vault holds the test of that credential, and started
+// again. The user is told the check was interrupted (MCP_CONFIG_INTERRUPTED, in their language),
+// and the next ordinary message is chat: it never reaches the vault as a credential.
+func TestCrashDuringCredentialTest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	gate := &vaultGate{next: demoserver.New(&demoserver.Options{Name: "vault", Token: e2eToken}).Handler()}
+	vault := httptest.NewServer(gate)
+	t.Cleanup(vault.Close)
+	e := newE2E(t, true, "PACKBOT_DIDCOMM_KEY="+crashDIDCommKey, "E2E_VAULT_URL="+vault.URL+"/mcp")
+	cat := catalogOf(t, e.env, envValue(e.env, "AGENT_PACK_PATH"))
+	const lang = "es"
+	ana := e.user(ctx, "ana", lang, "email=ana@acme.corp", "name=Ana", "roles=employee")
+
+	ana.selectItem("mcp-config")
+	ana.answer("vault")
+	if got, want := ana.text(), keyPattern(cat, lang, "MCP_CONFIG_FIELD_PROMPT", "field", "server"); !want.MatchString(got) {
+		t.Fatalf("first prompt %q", got)
+	}
+	if got, want := ana.say("acme"), keyPattern(cat, lang, "MCP_CONFIG_SECRET_PROMPT", "field", "server"); !want.MatchString(got) {
+		t.Fatalf("secret prompt %q", got)
+	}
+	arrived, release := gate.arm()
+	t.Cleanup(release) // before the vault closes: it waits for held requests
+	ana.do(map[string]any{"action": "text", "content": e2eToken})
+	ana.next("sent") // acknowledged: committed in the inbox
+	select {
+	case <-arrived:
+	case <-ctx.Done():
+		t.Fatal("the credential test never reached the vault")
+	}
+	e.kill()
+	release()
+	e.start()
+
+	interrupted := cat.T(lang, "MCP_CONFIG_INTERRUPTED", "server", "vault")
+	outcomes := []*regexp.Regexp{keyPattern(cat, lang, "MCP_CONFIG_SUCCESS", "server", "count"), keyPattern(cat, lang, "MCP_CONFIG_FAILURE", "server")}
+	for got := ""; got != interrupted; {
+		got = ana.text()
+		t.Logf("after the restart: %q", got)
+		for _, re := range outcomes {
+			if re.MatchString(got) {
+				t.Fatalf("the interrupted credential test was run again: %q", got)
+			}
+		}
+	}
+	const hello = "hello are you there"
+	ana.do(map[string]any{"action": "text", "content": hello})
+	for got := ""; got != echoPrefix+hello; {
+		got = ana.text()
+		t.Logf("answer to %q: %q", hello, got)
+		for _, re := range outcomes {
+			if re.MatchString(got) {
+				t.Fatalf("%q was taken for the credential: %q", hello, got)
+			}
+		}
+	}
+	auths := gate.authorizations()
+	for _, a := range auths {
+		if strings.Contains(a, hello) {
+			t.Errorf("the vault got %q as a credential", a)
+		} else if a != "Bearer "+e2eToken {
+			t.Errorf("the vault got the unexpected Authorization %q", a)
+		}
+	}
+	t.Logf("the vault saw %d requests with credentials, all with the typed token; the user was told %q", len(auths), interrupted)
 }
