@@ -282,7 +282,7 @@ func TestCrashDIDComm(t *testing.T) {
 	for _, w := range append(slices.Clone(chat), req, appr) {
 		a, u := w.check(t)
 		acked, unacked, redelivered = acked+a, unacked+u, redelivered+w.redeliver
-		t.Logf("wallet %s: %d acknowledged messages answered once, %d not acknowledged (%d of them answered), %d redelivered texts",
+		t.Logf("wallet %s: %d acknowledged messages, %d not acknowledged (%d of them answered), %d redelivered texts",
 			w.name, a, u, u-w.unackedUnanswered(), w.redeliver)
 	}
 
@@ -313,7 +313,7 @@ func TestCrashDIDComm(t *testing.T) {
 	if runs > approved || runs < results || runs != len(amounts) {
 		t.Errorf("send_money ran %d times for %d distinct amounts, %d approvals, %d results", runs, len(amounts), approved, results)
 	}
-	t.Logf("figures: seed %d, %d kills, %d acknowledged messages each answered once, %d not acknowledged, %d redelivered texts dropped by id",
+	t.Logf("figures: seed %d, %d kills, %d acknowledged messages, %d not acknowledged, %d redelivered texts dropped by id",
 		seed, kills, acked, unacked, redelivered)
 	t.Logf("approvals: %d rounds, %d submitted and approved, send_money ran %d times (%d results, %d interrupted, %d failed)",
 		rounds, approved, runs, results, interrupted, failed)

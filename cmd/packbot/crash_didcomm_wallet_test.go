@@ -329,6 +329,12 @@ func (w *dcWallet) check(t *testing.T) (acked, unacked int) {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	bad := false
+	fail := func(format string, args ...any) {
+		t.Helper()
+		bad = true
+		t.Errorf(format, args...)
+	}
 	index := map[string]int{}
 	for i, s := range w.sent {
 		if !s.echo {
@@ -340,12 +346,12 @@ func (w *dcWallet) check(t *testing.T) (acked, unacked int) {
 		case s.acked:
 			acked++
 			if n != 1 {
-				t.Errorf("wallet %s: the acknowledged message %q was answered %d times", w.name, s.content, n)
+				fail("wallet %s: the acknowledged message %q was answered %d times", w.name, s.content, n)
 			}
 		default:
 			unacked++
 			if n > 1 {
-				t.Errorf("wallet %s: the unacknowledged message %q was answered %d times", w.name, s.content, n)
+				fail("wallet %s: the unacknowledged message %q was answered %d times", w.name, s.content, n)
 			}
 		}
 	}
@@ -354,21 +360,21 @@ func (w *dcWallet) check(t *testing.T) (acked, unacked int) {
 		i, ok := index[c]
 		switch {
 		case echo && !ok:
-			t.Errorf("wallet %s: an answer to a message it never sent: %q", w.name, x.content)
+			fail("wallet %s: an answer to a message it never sent: %q", w.name, x.content)
 		case echo && w.sent[i].acked && x.replyTo != w.sent[i].id:
-			t.Errorf("wallet %s: the answer to %q refers to %q, not to its message %q", w.name, c, x.replyTo, w.sent[i].id)
+			fail("wallet %s: the answer to %q refers to %q, not to its message %q", w.name, c, x.replyTo, w.sent[i].id)
 		}
 	}
 	last := -1
 	for _, c := range w.order {
 		if i, ok := index[c]; ok {
 			if i < last {
-				t.Errorf("wallet %s: %q answered after %q, which was sent later", w.name, c, w.sent[last].content)
+				fail("wallet %s: %q answered after %q, which was sent later", w.name, c, w.sent[last].content)
 			}
 			last = max(last, i)
 		}
 	}
-	if t.Failed() {
+	if bad {
 		var b strings.Builder
 		for _, s := range w.sent {
 			fmt.Fprintf(&b, "\n  sent %q id=%s acked=%v gen=%d", s.content, s.id, s.acked, s.gen)
