@@ -156,35 +156,6 @@ func (b *Bot) deliver(ctx context.Context, c store.OutboxClaim, horizon time.Dur
 	}
 }
 
-// flushConn delivers, in order, what the outbox holds for w's connection, before the worker
-// handles an event under a lease it has just taken: the replies a previous holder committed but
-// may not have delivered (it was killed, or lost the lease, between its commit and the
-// delivery). They are reserved for that holder for deliveryLease; left to the outbox deliverer,
-// they would reach the user after the answers to later messages.
-func (b *Bot) flushConn(ctx context.Context, w *worker) {
-	now := b.now()
-	msgs, err := b.st.ClaimOutbox(ctx, store.OutboxClaim{ConnectionID: w.conn, Now: now, DueBy: now.Add(2 * deliveryLease),
-		Lease: outboxLease, Limit: outboxBatch})
-	if err != nil {
-		if ctx.Err() == nil {
-			w.log.WarnContext(ctx, "claim the connection's outbox", slog.Any("err", err))
-		}
-		return
-	}
-	cache := map[string][]store.Session{}
-	for _, m := range msgs {
-		if err := b.deliverOne(ctx, m, cache); err != nil {
-			if rerr := b.st.RetryOutbox(ctx, m.ID, b.now().Add(backoff(m.Attempts)), err.Error()); rerr != nil {
-				w.log.WarnContext(ctx, "release outbox message", slog.Int64("id", m.ID), slog.Any("err", rerr))
-			}
-			continue
-		}
-		if err := b.st.AckOutbox(ctx, m.ID); err != nil {
-			w.log.WarnContext(ctx, "ack outbox message", slog.Int64("id", m.ID), slog.Any("err", err))
-		}
-	}
-}
-
 var errNoConnection = errors.New("the recipient has no connection")
 
 // deliverOne sends m: a message to one connection as it is, a notice to its recipient's most

@@ -310,8 +310,14 @@ func (b *Bot) outRows(conn string, msgs []channel.Outbound, now time.Time) ([]st
 }
 
 // deliverOut sends an event's messages, in order, right after their commit. A message the
-// channel does not take is left to the outbox deliverer, with the ones after it.
+// channel does not take is left to the outbox deliverer, with the ones after it. While the
+// connection may have older messages in the outbox (see worker.backlog), the event's messages
+// go out with them, in order.
 func (b *Bot) deliverOut(ctx context.Context, w *worker, msgs []channel.Outbound, ids []int64) {
+	if w.backlog {
+		w.backlog = !b.flushConnection(ctx, w)
+		return
+	}
 	for i, o := range msgs {
 		if i >= len(ids) {
 			return
@@ -327,6 +333,7 @@ func (b *Bot) deliverOut(ctx context.Context, w *worker, msgs []channel.Outbound
 			continue
 		}
 		w.log.WarnContext(ctx, "message not delivered; the outbox will retry", slog.String("type", o.Type()), slog.String("id", o.ID()), slog.Any("err", err))
+		w.backlog = true
 		next := b.now().Add(5 * time.Second)
 		for _, id := range ids[i:] {
 			if rerr := b.st.RetryOutbox(ctx, id, next, err.Error()); rerr != nil {
@@ -334,6 +341,48 @@ func (b *Bot) deliverOut(ctx context.Context, w *worker, msgs []channel.Outbound
 			}
 		}
 		return
+	}
+}
+
+// backlogHorizon: a connection's flush takes every message of the connection still in the
+// outbox, also those reserved for the worker that committed them (deliveryLease) or put off
+// after a failed attempt.
+const backlogHorizon = 24 * time.Hour
+
+// flushConnection delivers every outbox message of w's connection in order (older replies a dead
+// process committed but never sent, or whose delivery failed, before the new ones), and reports
+// whether none is left. A message the channel does not take is left to the outbox deliverer,
+// with the ones after it.
+func (b *Bot) flushConnection(ctx context.Context, w *worker) bool {
+	for {
+		now := b.now()
+		msgs, err := b.st.ClaimOutbox(ctx, store.OutboxClaim{ConnectionID: w.conn, Now: now, DueBy: now.Add(backlogHorizon),
+			Lease: outboxLease, Limit: outboxBatch})
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.WarnContext(ctx, "claim the connection's outbox", slog.Any("err", err))
+			}
+			return false
+		}
+		for i, m := range msgs {
+			if err := b.deliverOne(ctx, m, map[string][]store.Session{}); err != nil {
+				w.log.WarnContext(ctx, "message not delivered; the outbox will retry", slog.Int64("id", m.ID), slog.Any("err", err))
+				next := b.now().Add(backoff(m.Attempts))
+				for _, r := range msgs[i:] {
+					if rerr := b.st.RetryOutbox(ctx, r.ID, next, err.Error()); rerr != nil {
+						w.log.WarnContext(ctx, "release outbox message", slog.Int64("id", r.ID), slog.Any("err", rerr))
+					}
+				}
+				return false
+			}
+			// Acked at once: the next claim of this loop would take it again.
+			if err := b.st.AckOutbox(ctx, m.ID); err != nil {
+				w.log.WarnContext(ctx, "ack outbox message", slog.Int64("id", m.ID), slog.Any("err", err))
+			}
+		}
+		if len(msgs) < outboxBatch {
+			return true
+		}
 	}
 }
 

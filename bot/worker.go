@@ -48,9 +48,10 @@ type worker struct {
 	done    []int64 // ids completed recently (bounded)
 	// fresh: no event handled yet (the user's outbox is delivered after the first).
 	fresh bool
-	// flush: the lease was just taken; what the outbox holds for the connection goes out
-	// before the next event is handled (see Bot.flushConn).
-	flush bool
+	// backlog: the connection's outbox may hold older messages (left by a process that died or
+	// lost the lease between a commit and its delivery, or a delivery that failed); they go out,
+	// in order, before the next event is handled and before any new reply.
+	backlog bool
 	// memory is the connection's own chat memory, kept while the lease is held.
 	memory connMemory
 }
@@ -58,9 +59,9 @@ type worker struct {
 // spawn starts the worker of conn (b.mu held). l is the lease when the caller just took it.
 func (b *Bot) spawn(conn string, l *store.Lease) *worker {
 	w := &worker{b: b, conn: conn, log: b.log.With(slog.String("connection", conn)), signal: make(chan struct{}, 1), fresh: true,
-		memory: connMemory{st: b.st, key: "conn:" + conn}}
+		backlog: true, memory: connMemory{st: b.st, key: "conn:" + conn}}
 	if l != nil {
-		w.lease, w.held, w.fetch, w.flush = *l, true, true, true
+		w.lease, w.held, w.fetch = *l, true, true
 	}
 	b.workers[conn] = w
 	b.wg.Add(1)
@@ -130,9 +131,8 @@ func (w *worker) run() {
 		if fetch && !w.fetchPending(ctx) {
 			continue // the store is down: fetchPending waited; try again
 		}
-		if w.flush {
-			w.flush = false
-			b.flushConn(ctx, w)
+		if w.backlog {
+			w.backlog = !b.flushConnection(ctx, w)
 		}
 		if len(w.queue) == 0 {
 			select {
@@ -264,7 +264,7 @@ func (w *worker) takeLease(ctx context.Context) bool {
 	b.mu.Unlock()
 	w.session = nil // another replica may have changed it meanwhile
 	w.memory.forget()
-	w.flush = true
+	w.backlog = true
 	b.stats.Takeovers.Add(1)
 	return true
 }
