@@ -1,0 +1,780 @@
+package main
+
+// Crash tests of `packbot serve` on the vsagent channel (issue 11, "Done when"): packbot runs as
+// its own process on PostgreSQL while the test plays the VS Agent — several wallets chat with the
+// scripted LLM (each answer names the message it answers) and an employee's send_money goes
+// through a finance manager's approval, round after round — and
+//   - TestCrashVSAgent kills packbot with SIGKILL at random moments, starting it again each time
+//     on the same database and address;
+//   - TestPostgresRestartVSAgent restarts a private PostgreSQL cluster (pg_ctl restart -m fast)
+//     under the same load.
+// Then every message packbot acknowledged (a 2xx to its webhook) must be answered exactly once,
+// in order per connection; no approved send_money may run twice; no notice may be lost; the
+// badges must end right.
+//
+// Unlike the real VS Agent, the fake one here sends a webhook again until packbot answers it
+// 2xx: a message counts as acknowledged only then. The fake admin API records every message
+// packbot posts with packbot's own id for it: the same id twice is a redelivery after a crash (a
+// wallet recognises it), two different answers to one message are a failure.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", to watch the store settle
+
+	"github.com/packbot/packbot/agent/agenttest"
+	"github.com/packbot/packbot/i18n"
+	"github.com/packbot/packbot/mcp/demoserver"
+	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/store"
+	"github.com/packbot/packbot/store/storetest"
+)
+
+// crashPack: guests chat with the LLM; employees may ask for send_money, which a finance
+// manager must approve. The bank's short timeout makes an execution cut off by a kill be found
+// "interrupted" within seconds (its claim lasts the timeout and one second).
+const crashPack = `metadata:
+  id: crash-bank
+  displayName: Crash Bank
+  defaultLanguage: en
+languages:
+  en:
+    greetingMessage: "Hello {userName}! I am the crash bank."
+llm:
+  provider: openai
+  model: crash-model
+  baseUrl: %s
+memory:
+  window: 2
+flows:
+  welcome:
+    enabled: true
+    sendOnProfile: false
+  authentication:
+    enabled: true
+    required: false
+    credentialDefinitionId: "%s"
+    userIdentityAttribute: email
+    rolesAttribute: roles
+mcp:
+  servers:
+    - name: bank
+      transport: streamable-http
+      url: %s
+      timeoutMs: 2000
+      accessMode: admin-controlled
+      toolAccess:
+        default: none
+        roles:
+          employee: [send_money]
+          finance-manager: [send_money]
+        approval:
+          - tools: [send_money]
+            approvers: [finance-manager]
+            quorum: 1
+`
+
+// crashAnswer is the LLM's answer to a user's text: it names the text, so that the test knows
+// which message each answer answers.
+func crashAnswer(text string) string { return "re: " + text }
+
+// crashVA is packbot under crash test on the vsagent channel, and the fakes around it.
+type crashVA struct {
+	t      *testing.T
+	dsn    string
+	serve  *restartable
+	admin  *e2eAdmin
+	bank   *demoserver.Server
+	cat    *i18n.Catalog
+	client *http.Client
+
+	webhooks, refused atomic.Int64    // webhook posts, and those not answered 2xx (sent again)
+	opening           map[string]bool // the bank's transfers before the test
+}
+
+// newCrashVA prepares packbot on the vsagent channel and the database at dsn (not started).
+func newCrashVA(t *testing.T, dsn string) *crashVA {
+	t.Helper()
+	llm := agenttest.New(t)
+	llm.Script(func(r agenttest.Request) agenttest.Response {
+		return agenttest.Response{Text: crashAnswer(r.LastUser())}
+	})
+	bank := demoserver.New(&demoserver.Options{Name: "bank"})
+	bankSrv := httptest.NewServer(bank.Handler())
+	t.Cleanup(bankSrv.Close)
+	admin := newE2EAdmin(t)
+
+	dir := t.TempDir()
+	pack := filepath.Join(dir, "agent-pack.yaml")
+	if err := os.WriteFile(pack, fmt.Appendf(nil, crashPack, llm.URL, e2eCredDef, bankSrv.URL+"/mcp"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := packs.Load(packs.Options{Path: pack})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := i18n.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freeLoopbackAddr(t)
+	serve := newRestartable(t, dir, addr, []string{
+		"PACKBOT_CHANNEL=vsagent",
+		"VS_AGENT_ADMIN_URL=" + admin.srv.URL,
+		"PACKBOT_HTTP_ADDR=" + addr,
+		"AGENT_PACK_PATH=" + pack,
+		"DATABASE_URL=" + dsn,
+		"PACKBOT_DATA_DIR=" + filepath.Join(dir, "data"),
+		"PACKBOT_APPROVAL_SWEEP=200ms",
+	}, "serve")
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	opening := map[string]bool{}
+	transfers, err := bank.Ledger().Transfers("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range transfers {
+		opening[tr.ID] = true
+	}
+	return &crashVA{t: t, dsn: dsn, serve: serve, admin: admin, bank: bank, cat: cat, opening: opening,
+		client: &http.Client{Transport: tr, Timeout: 40 * time.Second}}
+}
+
+// post delivers one webhook as a VS Agent that sends it again until it is acknowledged: packbot
+// answering 2xx. A connection error or any other status is retried after a short pause (packbot
+// may be down, or starting). It fails only when ctx ends.
+func (v *crashVA) post(ctx context.Context, route, body string) error {
+	pause := 20 * time.Millisecond
+	for {
+		v.webhooks.Add(1)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+v.serve.addr+"/"+route, strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := v.client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("webhook %s never acknowledged: %w", route, ctx.Err())
+		}
+		v.refused.Add(1)
+		t := time.NewTimer(pause) // the retry pause of a sender, not a wait for a condition
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		pause = min(2*pause, 250*time.Millisecond)
+	}
+}
+
+// connected posts connection-state-updated (completed) for conn.
+func (v *crashVA) connected(ctx context.Context, conn string) error {
+	return v.post(ctx, "connection-state-updated", fmt.Sprintf(
+		`{"type":"connection-state-updated","timestamp":%q,"connectionId":%q,"invitationId":%q,"state":"completed"}`,
+		e2eNow(), conn, uuid.NewString()))
+}
+
+// message posts a message-received webhook with the message id, type typ and fields (a JSON
+// object's members without the common ones).
+func (v *crashVA) message(ctx context.Context, conn, id, typ, fields string) error {
+	msg := fmt.Sprintf(`{"type":%q,"id":%q,"connectionId":%q,"timestamp":%q`, typ, id, conn, e2eNow())
+	if fields != "" {
+		msg += "," + fields
+	}
+	return v.post(ctx, "message-received", fmt.Sprintf(`{"type":"message-received","timestamp":%q,"message":%s}`, e2eNow(), msg+"}"))
+}
+
+// firstPosts is msgs without redeliveries: each packbot id once, where it first came.
+func firstPosts(msgs []e2ePosted) []e2ePosted {
+	seen := make(map[string]bool, len(msgs))
+	out := make([]e2ePosted, 0, len(msgs))
+	for _, m := range msgs {
+		if !seen[m.ID] {
+			seen[m.ID] = true
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// crashChat is one wallet chatting: its texts are "<label> #<n>", n = 1, 2, …, each sent once
+// the one before was acknowledged.
+type crashChat struct {
+	conn, label string
+	mu          sync.Mutex
+	acked       []string // the message id of text n at n-1, once acknowledged
+}
+
+func (c *crashChat) text(n int) string { return fmt.Sprintf("%s #%d", c.label, n) }
+
+func (c *crashChat) ackedIDs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.acked)
+}
+
+// answered counts the distinct answers to c's texts among msgs.
+func (c *crashChat) answered(msgs []e2ePosted) int {
+	n := 0
+	for _, m := range firstPosts(msgs) {
+		if m.Type == "text" && strings.HasPrefix(m.Content, crashAnswer(c.label+" #")) {
+			n++
+		}
+	}
+	return n
+}
+
+// run connects c and sends texts until load ends, with at most window of them unanswered;
+// a text being sent when load ends is still sent until acknowledged (or ctx ends).
+func (v *crashVA) runChat(ctx, load context.Context, c *crashChat, window int) error {
+	if err := v.connected(ctx, c.conn); err != nil {
+		return err
+	}
+	for n := 1; ; n++ {
+		if _, err := v.admin.waitFor(load, c.conn, func(m []e2ePosted) bool { return c.answered(m) >= n-1-window }); err != nil {
+			return nil // the load ended
+		}
+		id := uuid.NewString()
+		content, _ := json.Marshal(c.text(n))
+		if err := v.message(ctx, c.conn, id, "text", `"content":`+string(content)); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.acked = append(c.acked, id)
+		c.mu.Unlock()
+	}
+}
+
+// chatFigures is what the check of the chats found.
+type chatFigures struct {
+	acked, answered, redelivered, duplicates, lost, disorder, errors int
+}
+
+// checkChats checks that every acknowledged text of chats was answered exactly once, in order,
+// as a reply to it, and that no chat got an error message.
+func (v *crashVA) checkChats(t *testing.T, chats []*crashChat) chatFigures {
+	t.Helper()
+	var f chatFigures
+	errTexts := map[string]string{}
+	for _, key := range []string{"INTERNAL_ERROR", "PARKED_APOLOGY", "TOOL_INTERRUPTED"} {
+		errTexts[v.cat.T("en", key)] = key
+	}
+	for _, c := range chats {
+		acked := c.ackedIDs()
+		f.acked += len(acked)
+		all := v.admin.messages(c.conn)
+		first := firstPosts(all)
+		f.redelivered += len(all) - len(first)
+		byID := map[string]e2ePosted{}
+		for _, m := range all {
+			if p, ok := byID[m.ID]; ok && (p.Type != m.Type || p.Content != m.Content || p.ThreadID != m.ThreadID) {
+				t.Errorf("%s: message %s posted twice with different contents: %q, then %q", c.label, m.ID, p.Content, m.Content)
+			}
+			byID[m.ID] = m
+		}
+		count := make([]int, len(acked)+1)
+		last := 0
+		prefix := crashAnswer(c.label + " #")
+		for _, m := range first {
+			if m.Type != "text" {
+				continue
+			}
+			if key, bad := errTexts[m.Content]; bad {
+				f.errors++
+				t.Errorf("%s got the error message %s", c.label, key)
+				continue
+			}
+			if !strings.HasPrefix(m.Content, prefix) {
+				continue // the greeting
+			}
+			n, err := strconv.Atoi(strings.TrimPrefix(m.Content, prefix))
+			if err != nil || n < 1 {
+				t.Errorf("%s: an answer to no message of its own: %q", c.label, m.Content)
+				continue
+			}
+			if n > len(acked) {
+				continue // a text sent but never acknowledged: it may be answered, or not
+			}
+			count[n]++
+			if count[n] == 1 {
+				f.answered++
+			} else {
+				f.duplicates++
+				t.Errorf("%s: text #%d answered again, as a new message %s", c.label, n, m.ID)
+			}
+			if m.ThreadID != acked[n-1] {
+				t.Errorf("%s: the answer to #%d replies to %q, want its message id %q", c.label, n, m.ThreadID, acked[n-1])
+			}
+			if n < last {
+				f.disorder++
+				t.Errorf("%s: #%d answered after #%d", c.label, n, last)
+			}
+			last = max(last, n)
+		}
+		for n := 1; n <= len(acked); n++ {
+			if count[n] == 0 {
+				f.lost++
+				t.Errorf("%s: text #%d was acknowledged and never answered", c.label, n)
+			}
+		}
+	}
+	return f
+}
+
+// crashUser is a logged-in wallet of the approval rounds.
+type crashUser struct {
+	v    *crashVA
+	conn string
+	name string
+}
+
+func (u *crashUser) mark() int { return len(u.v.admin.messages(u.conn)) }
+
+// next waits for the first message posted to u after index from, and not posted before (a
+// redelivery), that satisfies ok.
+func (u *crashUser) next(ctx context.Context, from int, what string, ok func(e2ePosted) bool) (e2ePosted, error) {
+	var found e2ePosted
+	msgs, err := u.v.admin.waitFor(ctx, u.conn, func(m []e2ePosted) bool {
+		seen := map[string]bool{}
+		for _, x := range m[:min(from, len(m))] {
+			seen[x.ID] = true
+		}
+		for _, x := range m[min(from, len(m)):] {
+			if !seen[x.ID] && ok(x) {
+				found = x
+				return true
+			}
+			seen[x.ID] = true
+		}
+		return false
+	})
+	if err != nil {
+		return found, fmt.Errorf("%s: no %s (%w); texts since: %q; questions since: %q", u.name, what, err,
+			e2eTexts(msgs[min(from, len(msgs)):]), vaPrompts(msgs[min(from, len(msgs)):]))
+	}
+	return found, nil
+}
+
+func isText(want ...string) func(e2ePosted) bool {
+	return func(m e2ePosted) bool { return m.Type == "text" && slices.Contains(want, m.Content) }
+}
+
+func isQuestion(ok func(prompt string) bool) func(e2ePosted) bool {
+	return func(m e2ePosted) bool { p, _ := m.Raw["prompt"].(string); return m.Type == "menu-display" && ok(p) }
+}
+
+// menu waits until u's latest menu (redeliveries aside) satisfies ok.
+func (u *crashUser) menu(ctx context.Context, what string, ok func(opts map[string]string) bool) error {
+	var last map[string]string
+	_, err := u.v.admin.waitFor(ctx, u.conn, func(m []e2ePosted) bool {
+		menus := e2eOfType(firstPosts(m), "contextual-menu-update")
+		if len(menus) == 0 {
+			return false
+		}
+		last = vaMenuOptions(menus[len(menus)-1])
+		return ok(last)
+	})
+	if err != nil {
+		return fmt.Errorf("%s: the menu never %s (%w); latest: %q", u.name, what, err, last)
+	}
+	return nil
+}
+
+// badge waits until u's menu shows item id as "(n) <label>", or does not show it when n is 0.
+func (u *crashUser) badge(ctx context.Context, id, labelKey string, n int) error {
+	want := fmt.Sprintf("(%d) %s", n, u.v.cat.T("en", labelKey))
+	return u.menu(ctx, fmt.Sprintf("showed %s as %q", id, want), func(opts map[string]string) bool {
+		title, ok := opts[id]
+		return (n == 0 && !ok) || (n > 0 && title == want)
+	})
+}
+
+// choose answers question q with the option whose text is text.
+func (u *crashUser) choose(ctx context.Context, q e2ePosted, text string) error {
+	i := slices.IndexFunc(vaItems(q), func(it vaItem) bool { return it.Text == text })
+	if i < 0 {
+		return fmt.Errorf("%s: question %q has no option %q: %q", u.name, q.Raw["prompt"], text, vaItemTexts(q))
+	}
+	return u.v.message(ctx, u.conn, uuid.NewString(), "menu-select", fmt.Sprintf(`"threadId":%q,"menuItems":[{"id":%q}]`, uuid.NewString(), vaItems(q)[i].ID))
+}
+
+func (u *crashUser) selectMenu(ctx context.Context, id string) error {
+	return u.v.message(ctx, u.conn, uuid.NewString(), "contextual-menu-select", fmt.Sprintf(`"selectionId":%q`, id))
+}
+
+// login connects a wallet and logs it in with a verified credential (email, name, roles).
+func (v *crashVA) login(ctx context.Context, email, name, roles string) (*crashUser, error) {
+	u := &crashUser{v: v, conn: uuid.NewString(), name: name}
+	if err := v.connected(ctx, u.conn); err != nil {
+		return nil, err
+	}
+	if err := u.selectMenu(ctx, "authenticate"); err != nil {
+		return nil, err
+	}
+	pr, err := u.next(ctx, 0, "identity-proof-request", func(m e2ePosted) bool { return m.Type == "identity-proof-request" })
+	if err != nil {
+		return nil, err
+	}
+	from := u.mark()
+	if err := v.message(ctx, u.conn, uuid.NewString(), "identity-proof-submit", fmt.Sprintf(`"threadId":%q,"submittedProofItems":[{"id":"1",`+
+		`"type":"verifiable-credential","proofExchangeId":%q,"verified":true,"claims":[{"name":"email","value":%q},{"name":"name","value":%q},`+
+		`{"name":"roles","value":%q}]}]`, pr.Answered, uuid.NewString(), email, name, roles)); err != nil {
+		return nil, err
+	}
+	if _, err := u.next(ctx, from, "welcome", isText(v.cat.T("en", "AUTH_SUCCESS_NAME", "name", name))); err != nil {
+		return nil, err
+	}
+	return u, u.menu(ctx, "offered logout", func(opts map[string]string) bool { _, ok := opts["logout"]; return ok })
+}
+
+// approvalFigures counts the approval rounds by outcome.
+type approvalFigures struct {
+	rounds, results, interrupted, failed, alreadyResolved int
+	amounts                                               []int // of the rounds whose result came back
+}
+
+// approvalRound: the requester asks for send_money of amount EUR and confirms; the approver is
+// told and its badge shows the request; it approves; the requester gets the outcome; both
+// badges go. Each step waits for its answer (redeliveries aside).
+func (v *crashVA) approvalRound(ctx context.Context, req, appr *crashUser, amount int, f *approvalFigures) error {
+	cat := v.cat
+	summary := fmt.Sprintf(`recipient: "rcp-globex", amount: %d, currency: "EUR"`, amount)
+	reqFrom, apprFrom := req.mark(), appr.mark()
+	if err := v.message(ctx, req.conn, uuid.NewString(), "text",
+		fmt.Sprintf(`"content":%q`, fmt.Sprintf(`/call send_money {"recipient":"rcp-globex","amount":%d,"currency":"EUR"}`, amount))); err != nil {
+		return err
+	}
+	prompt := cat.T("en", "APPROVAL_CONFIRM", "tool", "send_money", "server", "bank", "roles", "finance-manager", "summary", summary)
+	q, err := req.next(ctx, reqFrom, "confirmation", isQuestion(func(p string) bool { return p == prompt }))
+	if err != nil {
+		return err
+	}
+	from := req.mark()
+	if err := req.choose(ctx, q, cat.T("en", "YES")); err != nil {
+		return err
+	}
+	submitted := regexp.MustCompile(`#([0-9a-f]{8})\)`)
+	sub, err := req.next(ctx, from, "APPROVAL_SUBMITTED", func(m e2ePosted) bool {
+		const id = "\x00"
+		parts := strings.Split(cat.T("en", "APPROVAL_SUBMITTED", "tool", "send_money", "id", id), id)
+		return m.Type == "text" && strings.HasPrefix(m.Content, parts[0]) && strings.HasSuffix(m.Content, parts[1]) && submitted.MatchString(m.Content)
+	})
+	if err != nil {
+		return err
+	}
+	short := submitted.FindStringSubmatch(sub.Content)[1]
+	f.rounds++
+	newNotice := cat.T("en", "APPROVAL_NEW", "requester", req.name, "tool", "send_money", "server", "bank", "summary", summary)
+	if _, err := appr.next(ctx, apprFrom, "APPROVAL_NEW notice", isText(newNotice)); err != nil {
+		return err
+	}
+	if err := appr.badge(ctx, "pending-approvals", "PENDING_APPROVALS", 1); err != nil {
+		return err
+	}
+	if err := req.badge(ctx, "my-approval-requests", "MY_APPROVAL_REQUESTS", 1); err != nil {
+		return err
+	}
+
+	from = appr.mark()
+	if err := appr.selectMenu(ctx, "pending-approvals"); err != nil {
+		return err
+	}
+	list, err := appr.next(ctx, from, "pending approvals", isQuestion(func(p string) bool { return p == cat.T("en", "PENDING_TITLE") }))
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(vaItems(list), func(it vaItem) bool { return strings.HasSuffix(it.Text, " #"+short) })
+	if i < 0 {
+		return fmt.Errorf("pending approvals %q lack #%s", vaItemTexts(list), short)
+	}
+	from = appr.mark()
+	if err := appr.choose(ctx, list, vaItems(list)[i].Text); err != nil {
+		return err
+	}
+	details, err := appr.next(ctx, from, "details", isQuestion(func(p string) bool {
+		return strings.Contains(p, "Arguments: "+summary+"\n") && strings.Contains(p, "Fingerprint: ")
+	}))
+	if err != nil {
+		return err
+	}
+	from = appr.mark()
+	if err := appr.choose(ctx, details, cat.T("en", "APPROVE")); err != nil {
+		return err
+	}
+	// A kill after the vote's commit and before the approver's answer makes the approver's choice
+	// come again: it finds the request resolved.
+	approved, resolved := cat.T("en", "APPROVAL_YOU_APPROVED", "requester", req.name, "tool", "send_money"), cat.T("en", "APPROVAL_ALREADY_RESOLVED")
+	ans, err := appr.next(ctx, from, "the decision's answer", isText(approved, resolved))
+	if err != nil {
+		return err
+	}
+	if ans.Content == resolved {
+		f.alreadyResolved++
+	}
+	result := cat.T("en", "APPROVAL_APPROVED_RESULT", "tool", "send_money", "approver", appr.name, "result", "")
+	failed := cat.T("en", "APPROVAL_APPROVED_FAILED", "tool", "send_money", "approver", appr.name, "error", "")
+	interrupted := cat.T("en", "APPROVAL_INTERRUPTED", "tool", "send_money")
+	out, err := req.next(ctx, reqFrom, "the outcome notice", func(m e2ePosted) bool {
+		return m.Type == "text" && (strings.HasPrefix(m.Content, result) || strings.HasPrefix(m.Content, failed) || m.Content == interrupted)
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case strings.HasPrefix(out.Content, result):
+		var r struct {
+			Transfer struct {
+				SourceAmount float64 `json:"sourceAmount"`
+			} `json:"transfer"`
+		}
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(out.Content, result)), &r); err != nil || r.Transfer.SourceAmount != float64(amount) {
+			return fmt.Errorf("round of %d EUR: the result shows another transfer (%v): %q", amount, err, out.Content)
+		}
+		f.results++
+		f.amounts = append(f.amounts, amount)
+	case out.Content == interrupted:
+		f.interrupted++
+	default:
+		f.failed++
+	}
+	if err := appr.badge(ctx, "pending-approvals", "PENDING_APPROVALS", 0); err != nil {
+		return err
+	}
+	return req.badge(ctx, "my-approval-requests", "MY_APPROVAL_REQUESTS", 0)
+}
+
+// runApprovals logs a requester and an approver in, then runs approval rounds until load ends.
+func (v *crashVA) runApprovals(ctx, load context.Context, f *approvalFigures) (req, appr *crashUser, err error) {
+	if appr, err = v.login(ctx, "bob@acme.corp", "Bob", "finance-manager"); err != nil {
+		return nil, nil, err
+	}
+	if req, err = v.login(ctx, "ana@acme.corp", "Ana", "employee"); err != nil {
+		return nil, nil, err
+	}
+	for amount := 1; load.Err() == nil; amount++ {
+		rctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+		err := v.approvalRound(rctx, req, appr, amount, f)
+		cancel()
+		if err != nil {
+			return req, appr, fmt.Errorf("approval round of %d EUR: %w", amount, err)
+		}
+	}
+	return req, appr, nil
+}
+
+// checkApprovals checks the bank's ledger against the rounds: each amount transferred at most
+// once, and exactly once when its result came back; no other transfer to rcp-globex.
+func (v *crashVA) checkApprovals(t *testing.T, f *approvalFigures) int {
+	t.Helper()
+	transfers, err := v.bank.Ledger().Transfers("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[int]int{}
+	for _, tr := range transfers {
+		if !v.opening[tr.ID] {
+			runs[int(tr.SourceAmount)]++
+		}
+	}
+	executed := 0
+	for amount, n := range runs {
+		executed += n
+		if n > 1 || amount < 1 || amount > f.rounds {
+			t.Errorf("send_money of %d EUR ran %d times (rounds: %d)", amount, n, f.rounds)
+		}
+	}
+	for _, amount := range f.amounts {
+		if runs[amount] != 1 {
+			t.Errorf("send_money of %d EUR: the requester got its result, the bank ran it %d times", amount, runs[amount])
+		}
+	}
+	if got := v.bank.Stats().SendMoneyExecutions; got != executed || executed > f.rounds {
+		t.Errorf("the bank counts %d executions of send_money, the ledger %d, for %d approved rounds", got, executed, f.rounds)
+	}
+	return executed
+}
+
+// checkNotices checks that each approval round's APPROVAL_NEW reached the approver once (as one
+// message), and that the final menus show no badges.
+func (v *crashVA) checkNotices(ctx context.Context, t *testing.T, req, appr *crashUser, f *approvalFigures) {
+	t.Helper()
+	for amount := 1; amount <= f.rounds; amount++ {
+		summary := fmt.Sprintf(`recipient: "rcp-globex", amount: %d, currency: "EUR"`, amount)
+		notice := v.cat.T("en", "APPROVAL_NEW", "requester", req.name, "tool", "send_money", "server", "bank", "summary", summary)
+		if n := len(slices.DeleteFunc(e2eTexts(firstPosts(v.admin.messages(appr.conn))), func(s string) bool { return s != notice })); n != 1 {
+			t.Errorf("the approver got the notice of the %d EUR request %d times", amount, n)
+		}
+	}
+	if err := appr.badge(ctx, "pending-approvals", "PENDING_APPROVALS", 0); err != nil {
+		t.Error(err)
+	}
+	if err := req.badge(ctx, "my-approval-requests", "MY_APPROVAL_REQUESTS", 0); err != nil {
+		t.Error(err)
+	}
+}
+
+// settled waits until the store has nothing left to do: no pending event in the inbox, no
+// message in the outbox, no approval pending or executing.
+func (v *crashVA) settled(ctx context.Context) error {
+	db, err := sql.Open("pgx", v.dsn)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = db.Close() }()
+	var inbox, parked, outbox, approvals int
+	err = e2eUntil(ctx, func() bool {
+		err := db.QueryRowContext(ctx, `SELECT
+			(SELECT count(*) FROM inbox WHERE state = 'pending'),
+			(SELECT count(*) FROM inbox WHERE state = 'parked'),
+			(SELECT count(*) FROM outbox),
+			(SELECT count(*) FROM approvals WHERE status = $1 OR exec = $2)`, store.ApprovalPending, store.ExecClaimed).Scan(&inbox, &parked, &outbox, &approvals)
+		return err == nil && inbox == 0 && outbox == 0 && approvals == 0
+	})
+	if err != nil {
+		return fmt.Errorf("the store never settled: %d events pending, %d messages in the outbox, %d approvals open: %w", inbox, outbox, approvals, err)
+	}
+	if parked > 0 {
+		return fmt.Errorf("%d events parked", parked)
+	}
+	return nil
+}
+
+// crashLoad is the load of a crash test: chats and approval rounds, until stop.
+type crashLoad struct {
+	v     *crashVA
+	chats []*crashChat
+	appr  approvalFigures
+	req   *crashUser
+	apr   *crashUser
+	wg    sync.WaitGroup
+	stop  context.CancelFunc
+}
+
+// startLoad starts n chats (each with window texts unanswered at most) and the approval rounds;
+// they run until stopLoad.
+func (v *crashVA) startLoad(ctx context.Context, t *testing.T, n, window int) *crashLoad {
+	load, stop := context.WithCancel(ctx)
+	l := &crashLoad{v: v, stop: stop}
+	for i := range n {
+		c := &crashChat{conn: uuid.NewString(), label: fmt.Sprintf("c%d", i+1)}
+		l.chats = append(l.chats, c)
+		l.wg.Go(func() {
+			if err := v.runChat(ctx, load, c, window); err != nil {
+				t.Errorf("chat %s: %v", c.label, err)
+			}
+		})
+	}
+	l.wg.Go(func() {
+		var err error
+		if l.req, l.apr, err = v.runApprovals(ctx, load, &l.appr); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Cleanup(stop)
+	return l
+}
+
+// finish stops the load, waits for every acknowledged text to be answered and for the store to
+// settle, then checks everything and returns the figures.
+func (l *crashLoad) finish(ctx context.Context, t *testing.T) (chatFigures, int) {
+	t.Helper()
+	v := l.v
+	l.stop()
+	l.wg.Wait()
+	for _, c := range l.chats {
+		want := len(c.ackedIDs())
+		if msgs, err := v.admin.waitFor(ctx, c.conn, func(m []e2ePosted) bool { return c.answered(m) >= want }); err != nil {
+			t.Errorf("%s: %d of %d acknowledged texts answered (%v)", c.label, c.answered(msgs), want, err)
+		}
+	}
+	if err := v.settled(ctx); err != nil {
+		t.Error(err)
+	}
+	f := l.v.checkChats(t, l.chats)
+	executed := v.checkApprovals(t, &l.appr)
+	if l.req != nil && l.apr != nil {
+		v.checkNotices(ctx, t, l.req, l.apr, &l.appr)
+	}
+	v.admin.mu.Lock()
+	other := slices.Clone(v.admin.other)
+	v.admin.mu.Unlock()
+	if len(other) > 0 {
+		t.Errorf("unexpected requests to the VS Agent admin API: %q", other)
+	}
+	return f, executed
+}
+
+// stopClean stops the running packbot with SIGTERM and checks that it exits 0.
+func (v *crashVA) stopClean(ctx context.Context, t *testing.T) {
+	t.Helper()
+	p := v.serve.running()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+	case <-ctx.Done():
+		t.Errorf("packbot did not stop after SIGTERM")
+	}
+}
+
+// TestCrashVSAgent: SIGKILL at random moments, at least 10 times, under chat load and approval
+// rounds; packbot is started again each time on the same database and address.
+func TestCrashVSAgent(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	rng := crashRand(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 110*time.Second)
+	defer cancel()
+	v := newCrashVA(t, dsn)
+	start := time.Now()
+
+	v.serve.start()
+	load := v.startLoad(ctx, t, 4, 3)
+	const kills = 10
+	v.serve.killLoop(ctx, rng, kills, 5*time.Second)
+	f, executed := load.finish(ctx, t)
+	v.stopClean(ctx, t)
+
+	t.Logf("kills: %d (starts %d) in %s", v.serve.killCount(), v.serve.starts, time.Since(start).Round(time.Millisecond))
+	t.Logf("chat: %d connections, %d texts acknowledged, %d answered, %d duplicates, %d lost, %d out of order, %d error messages; "+
+		"%d redeliveries of a message already posted (same id)", len(load.chats), f.acked, f.answered, f.duplicates, f.lost, f.disorder, f.errors, f.redelivered)
+	t.Logf("webhooks: %d posts, %d not acknowledged and sent again", v.webhooks.Load(), v.refused.Load())
+	a := load.appr
+	t.Logf("approvals: %d requested and approved, %d results, %d interrupted, %d failed; send_money ran %d times; "+
+		"%d approver choices found the request resolved", a.rounds, a.results, a.interrupted, a.failed, executed, a.alreadyResolved)
+	if v.serve.killCount() < kills {
+		t.Errorf("%d kills, want %d", v.serve.killCount(), kills)
+	}
+	if f.acked == 0 || a.rounds == 0 {
+		t.Errorf("no load: %d texts acknowledged, %d approval rounds", f.acked, a.rounds)
+	}
+}
