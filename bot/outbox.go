@@ -70,7 +70,11 @@ func (b *Bot) ackLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			b.flushAcks(ctx)
+			// A batch taken from the queue is written even if ctx ends meanwhile (a graceful
+			// stop): its messages were delivered, and must not go out again after a restart.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			b.flushAcks(wctx)
+			cancel()
 		}
 	}
 }

@@ -105,7 +105,7 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 		return b.fail(ctx, w, it, err.Error())
 	}
 	c.Outbox = out
-	ids, o := b.complete(ctx, w, c)
+	ids, at, o := b.complete(ctx, w, c)
 	switch o {
 	case outcomeDone:
 	case outcomeGone:
@@ -126,9 +126,14 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 		if cur.CreatedAt.IsZero() {
 			cur.CreatedAt = now
 		}
+		if c.Session != nil && cur.UpdatedAt.IsZero() {
+			// As the store stamped it: a badge refresh, which writes the cached session back
+			// with its update time, must not make it look active now.
+			cur.UpdatedAt = time.UnixMilli(at.UnixMilli()).UTC()
+		}
 		w.session = &cur
 	}
-	b.deliverOut(ctx, w, fx.Out, ids)
+	b.deliverEvent(ctx, w, fx.Out, ids)
 	// The user is here: what the outbox holds for them goes out now (a notice put off while
 	// they were away, or refused by a connection that is back). A new worker means the
 	// connection was idle, or the bot restarted.
@@ -141,29 +146,29 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 }
 
 // complete commits c, retrying while the store is unreachable (the effects are kept: the flow
-// does not run again).
-func (b *Bot) complete(ctx context.Context, w *worker, c store.Completion) ([]int64, outcome) {
+// does not run again); it returns the outbox ids and the time the commit was stamped with.
+func (b *Bot) complete(ctx context.Context, w *worker, c store.Completion) ([]int64, time.Time, outcome) {
 	var done store.Completed
 	for failures := 1; ; failures++ {
 		var err error
 		c.Now = b.now()
 		if done, err = b.st.CompleteEvent(ctx, c); err == nil {
-			return done.OutboxIDs, outcomeDone
+			return done.OutboxIDs, c.Now, outcomeDone
 		}
 		switch {
 		case errors.Is(err, store.ErrLeaseLost):
-			return nil, outcomeLost
+			return nil, time.Time{}, outcomeLost
 		case errors.Is(err, store.ErrNotFound):
 			// Not pending any more: completed (or parked) already; its effects are dropped.
 			w.log.WarnContext(ctx, "event already completed; this handling is dropped", slog.Int64("event", c.EventID))
-			return nil, outcomeGone
+			return nil, time.Time{}, outcomeGone
 		case !errors.Is(err, store.ErrUnavailable):
 			w.log.ErrorContext(ctx, "commit event", slog.Int64("event", c.EventID), slog.Any("err", err))
-			return nil, outcomeFailed
+			return nil, time.Time{}, outcomeFailed
 		}
 		w.log.WarnContext(ctx, "commit event: store unavailable; retrying", slog.Int64("event", c.EventID), slog.Any("err", err))
 		if !w.sleep(ctx, retryDelay(failures)) && ctx.Err() != nil {
-			return nil, outcomeRetry
+			return nil, time.Time{}, outcomeRetry
 		}
 	}
 }
@@ -234,7 +239,7 @@ func (b *Bot) park(ctx context.Context, w *worker, it *item, reason string) outc
 	if err != nil {
 		return outcomeRetry
 	}
-	ids, o := b.complete(ctx, w, store.Completion{EventID: it.id, Lease: w.lease, TTL: b.leaseTTL, Now: now, Park: reason, Outbox: out})
+	ids, _, o := b.complete(ctx, w, store.Completion{EventID: it.id, Lease: w.lease, TTL: b.leaseTTL, Now: now, Park: reason, Outbox: out})
 	switch o {
 	case outcomeDone:
 	case outcomeGone, outcomeFailed:
@@ -247,7 +252,7 @@ func (b *Bot) park(ctx context.Context, w *worker, it *item, reason string) outc
 	w.log.ErrorContext(ctx, "event parked; list it with `packbot events parked`", slog.Int64("event", it.id), slog.String("kind", it.kind),
 		slog.String("reason", reason))
 	w.session = nil
-	b.deliverOut(ctx, w, apology, ids)
+	b.deliverEvent(ctx, w, apology, ids)
 	return outcomeDone
 }
 
@@ -302,6 +307,16 @@ func (b *Bot) outRows(conn string, msgs []channel.Outbound, now time.Time) ([]st
 	return rows, nil
 }
 
+// deliverEvent sends an event's messages right after their commit: at once when nothing older of
+// the connection may wait in the outbox, else after those (flushOutbox).
+func (b *Bot) deliverEvent(ctx context.Context, w *worker, msgs []channel.Outbound, ids []int64) {
+	if w.flush {
+		w.flush = !b.flushOutbox(ctx, w)
+		return
+	}
+	b.deliverOut(ctx, w, msgs, ids)
+}
+
 // deliverOut sends an event's messages, in order, right after their commit. A message the
 // channel does not take is left to the outbox deliverer, with the ones after it.
 func (b *Bot) deliverOut(ctx context.Context, w *worker, msgs []channel.Outbound, ids []int64) {
@@ -326,8 +341,42 @@ func (b *Bot) deliverOut(ctx context.Context, w *worker, msgs []channel.Outbound
 				w.log.WarnContext(ctx, "release outbox message", slog.Int64("id", id), slog.Any("err", rerr))
 			}
 		}
+		w.flush = true // the next event's messages go after these
 		return
 	}
+}
+
+// flushOutbox delivers, in id order, what the connection's outbox holds that is due within the
+// delivery lease: the messages of this worker's last commit, and before them any that an earlier
+// handling committed and did not deliver — a process killed between a commit and its delivery
+// (whose reservation runs out within deliveryLease), a message the channel did not take — so
+// that no reply overtakes an older one. False when the store could not be read or a message was
+// not taken (it and the ones after it are left to the outbox deliverer).
+func (b *Bot) flushOutbox(ctx context.Context, w *worker) bool {
+	now := b.now()
+	msgs, err := b.st.ClaimOutbox(ctx, store.OutboxClaim{ConnectionID: w.conn, Now: now, DueBy: now.Add(deliveryLease), Lease: outboxLease})
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.WarnContext(ctx, "claim the connection's outbox", slog.Any("err", err))
+		}
+		return false
+	}
+	for i, m := range msgs {
+		err := b.deliverOne(ctx, m, map[string][]store.Session{})
+		if err == nil {
+			b.ack(m.ID)
+			continue
+		}
+		w.log.WarnContext(ctx, "message not delivered; the outbox will retry", slog.Int64("id", m.ID), slog.Any("err", err))
+		next := b.now().Add(5 * time.Second)
+		for _, later := range msgs[i:] {
+			if rerr := b.st.RetryOutbox(ctx, later.ID, next, err.Error()); rerr != nil {
+				w.log.WarnContext(ctx, "release outbox message", slog.Int64("id", later.ID), slog.Any("err", rerr))
+			}
+		}
+		return false
+	}
+	return true
 }
 
 // loadSession returns the connection's session, from the worker's cache while it holds the

@@ -50,6 +50,11 @@ type worker struct {
 	fresh bool
 	// memory is the connection's own chat memory, kept while the lease is held.
 	memory connMemory
+	// flush: the connection's outbox may hold messages that an earlier handling committed and
+	// did not deliver (the lease was just taken: its last holder may have died between a commit
+	// and its delivery; or the channel refused one): the next event's messages go out after
+	// them (flushOutbox), never before.
+	flush bool
 }
 
 // spawn starts the worker of conn (b.mu held). l is the lease when the caller just took it.
@@ -57,7 +62,7 @@ func (b *Bot) spawn(conn string, l *store.Lease) *worker {
 	w := &worker{b: b, conn: conn, log: b.log.With(slog.String("connection", conn)), signal: make(chan struct{}, 1), fresh: true,
 		memory: connMemory{st: b.st, key: "conn:" + conn}}
 	if l != nil {
-		w.lease, w.held, w.fetch = *l, true, true
+		w.lease, w.held, w.fetch, w.flush = *l, true, true, true
 	}
 	b.workers[conn] = w
 	b.wg.Add(1)
@@ -257,6 +262,7 @@ func (w *worker) takeLease(ctx context.Context) bool {
 	b.mu.Unlock()
 	w.session = nil // another replica may have changed it meanwhile
 	w.memory.forget()
+	w.flush = true
 	b.stats.Takeovers.Add(1)
 	return true
 }
