@@ -159,6 +159,8 @@ func (s *Service) Submit(ctx context.Context, r Request) (store.Approval, error)
 		case prev.Requester != a.Requester:
 			return store.Approval{}, fmt.Errorf("submit approval: %w", err) // someone else's id
 		}
+		// The first Submit may have been cut off (a crash) before it refreshed the badges.
+		s.badge(ctx, append([]string{a.Requester}, approvers...))
 		return prev, nil
 	}
 	if err != nil {
@@ -234,8 +236,14 @@ func (s *Service) Decide(ctx context.Context, approver rbac.Caller, id string, a
 		}
 		return ms
 	}
+	prev := a
 	a, err = s.st.VoteApproval(ctx, id, v, s.lease(a), notices)
 	if err != nil {
+		if errors.Is(err, store.ErrAlreadyResolved) || errors.Is(err, store.ErrAlreadyVoted) {
+			// This may be the approver's choice handled again after a crash that cut the first
+			// handling off after its vote committed, before it refreshed the badges.
+			s.badge(ctx, append([]string{prev.Requester, approver.Identity}, approvers...))
+		}
 		return a, fmt.Errorf("decide approval %s: %w", id, err)
 	}
 	s.log.InfoContext(ctx, "approval vote", slog.String("id", id), slog.String("approver", approver.Identity),
