@@ -250,15 +250,23 @@ func (c *crashChat) answered(msgs []e2ePosted) int {
 	return n
 }
 
-// run connects c and sends texts until load ends, with at most window of them unanswered;
-// a text being sent when load ends is still sent until acknowledged (or ctx ends).
-func (v *crashVA) runChat(ctx, load context.Context, c *crashChat, window int) error {
+// runChat connects c and sends texts until load ends, one per pace at most, with at most
+// window of them unanswered; a text being sent when load ends is still sent until acknowledged
+// (or ctx ends).
+func (v *crashVA) runChat(ctx, load context.Context, c *crashChat, window int, pace time.Duration) error {
 	if err := v.connected(ctx, c.conn); err != nil {
 		return err
 	}
+	tick := time.NewTicker(pace) // the wallet's typing speed
+	defer tick.Stop()
 	for n := 1; ; n++ {
 		if _, err := v.admin.waitFor(load, c.conn, func(m []e2ePosted) bool { return c.answered(m) >= n-1-window }); err != nil {
 			return nil // the load ended
+		}
+		select {
+		case <-load.Done():
+			return nil
+		case <-tick.C:
 		}
 		id := uuid.NewString()
 		content, _ := json.Marshal(c.text(n))
@@ -676,16 +684,16 @@ type crashLoad struct {
 	stop  context.CancelFunc
 }
 
-// startLoad starts n chats (each with window texts unanswered at most) and the approval rounds;
-// they run until stopLoad.
-func (v *crashVA) startLoad(ctx context.Context, t *testing.T, n, window int) *crashLoad {
+// startLoad starts n chats (each sending a text per pace at most, with window texts
+// unanswered at most) and the approval rounds; they run until finish.
+func (v *crashVA) startLoad(ctx context.Context, t *testing.T, n, window int, pace time.Duration) *crashLoad {
 	load, stop := context.WithCancel(ctx)
 	l := &crashLoad{v: v, stop: stop}
 	for i := range n {
 		c := &crashChat{conn: uuid.NewString(), label: fmt.Sprintf("c%d", i+1)}
 		l.chats = append(l.chats, c)
 		l.wg.Go(func() {
-			if err := v.runChat(ctx, load, c, window); err != nil {
+			if err := v.runChat(ctx, load, c, window, pace); err != nil {
 				t.Errorf("chat %s: %v", c.label, err)
 			}
 		})
@@ -731,8 +739,10 @@ func (l *crashLoad) finish(ctx context.Context, t *testing.T) (chatFigures, int)
 }
 
 // stopClean stops the running packbot with SIGTERM and checks that it exits 0.
-func (v *crashVA) stopClean(ctx context.Context, t *testing.T) {
+func (v *crashVA) stopClean(t *testing.T) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	p := v.serve.running()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -758,11 +768,11 @@ func TestCrashVSAgent(t *testing.T) {
 	start := time.Now()
 
 	v.serve.start()
-	load := v.startLoad(ctx, t, 4, 3)
+	load := v.startLoad(ctx, t, 4, 3, 150*time.Millisecond)
 	const kills = 10
 	v.serve.killLoop(ctx, rng, kills, 5*time.Second)
 	f, executed := load.finish(ctx, t)
-	v.stopClean(ctx, t)
+	v.stopClean(t)
 
 	t.Logf("kills: %d (starts %d) in %s", v.serve.killCount(), v.serve.starts, time.Since(start).Round(time.Millisecond))
 	t.Logf("chat: %d connections, %d texts acknowledged, %d answered, %d duplicates, %d lost, %d out of order, %d error messages; "+
