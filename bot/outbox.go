@@ -236,7 +236,12 @@ func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
 			continue
 		}
 		seen[id] = true
-		ss, err := b.st.SessionsByIdentity(ctx, id)
+		var ss []store.Session
+		err := b.retry(ctx, b.acceptWait, "refresh menus", func(ctx context.Context) error {
+			var err error
+			ss, err = b.st.SessionsByIdentity(ctx, id)
+			return err
+		})
 		if err != nil {
 			b.log.WarnContext(ctx, "refresh menus", slog.String("identity", id), slog.Any("err", err))
 			continue
