@@ -284,7 +284,9 @@ func (c *pgCluster) DSN() string {
 // restart runs `pg_ctl restart -m fast`: the server ends every session and starts again; it
 // returns once the server accepts connections again.
 func (c *pgCluster) restart(ctx context.Context) error {
-	out, err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.dir, "data"), "-m", "fast", "-w", "-t", "60", "restart")
+	// -l again: without it the new server would write to pg_ctl's output, which would then
+	// never end.
+	out, err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.dir, "data"), "-l", filepath.Join(c.dir, "log"), "-m", "fast", "-w", "-t", "60", "restart")
 	if err != nil {
 		return fmt.Errorf("pg_ctl restart: %w\n%s\n%s", err, out, c.log())
 	}
@@ -300,6 +302,7 @@ func (c *pgCluster) run(ctx context.Context, prog string, args ...string) (strin
 	cmd := exec.CommandContext(ctx, name, argv...)
 	cmd.Dir = c.dir
 	cmd.SysProcAttr = childOfTest()
+	cmd.WaitDelay = 5 * time.Second // a server started without -l would hold the output open
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
