@@ -144,12 +144,15 @@ func (s *Service) Submit(ctx context.Context, r Request) (store.Approval, error)
 	if len(a.Arguments) == 0 {
 		a.Arguments = []byte("{}")
 	}
-	approvers := s.approvers(ctx, a)
+	approvers, err := s.findApprovers(ctx, a)
+	if err != nil {
+		return store.Approval{}, fmt.Errorf("submit approval: %w", err)
+	}
 	notices := []store.OutboxMessage{notice(a.Requester, i18n.Message{Key: "APPROVAL_SUBMITTED", Args: []string{"tool", a.Tool, "id", short(a.ID)}})}
 	for _, id := range approvers {
 		notices = append(notices, notice(id, i18n.Message{Key: "APPROVAL_NEW", Args: []string{"requester", name(a), "tool", a.Tool, "server", a.Server, "summary", s.Summary(a)}}))
 	}
-	err := s.st.CreateApproval(ctx, a, notices...)
+	err = s.st.CreateApproval(ctx, a, notices...)
 	if errors.Is(err, store.ErrConflict) {
 		// A replay: the request and its notices were committed by the first Submit.
 		prev, gerr := s.st.GetApproval(ctx, a.ID)
@@ -159,6 +162,8 @@ func (s *Service) Submit(ctx context.Context, r Request) (store.Approval, error)
 		case prev.Requester != a.Requester:
 			return store.Approval{}, fmt.Errorf("submit approval: %w", err) // someone else's id
 		}
+		// The first Submit may have been cut off (a crash) before it refreshed the badges.
+		s.badge(ctx, append([]string{a.Requester}, approvers...))
 		return prev, nil
 	}
 	if err != nil {
@@ -185,10 +190,20 @@ func (s *Service) lookup(server, tool string) (mcp.Tool, bool) {
 // approvers are the identities that may decide a (as the directory knows them), but the
 // requester unless self-approval is allowed.
 func (s *Service) approvers(ctx context.Context, a store.Approval) []string {
+	ids, _ := s.findApprovers(ctx, a)
+	return ids
+}
+
+// findApprovers is approvers, failing when the store is unavailable: a step whose notices go to
+// the approvers must then be taken again (the event is retried), not committed without them.
+func (s *Service) findApprovers(ctx context.Context, a store.Approval) ([]string, error) {
 	ids, err := s.st.IdentitiesWithRoles(ctx, a.ApproverRoles)
 	if err != nil {
+		if errors.Is(err, store.ErrUnavailable) {
+			return nil, fmt.Errorf("approvers of %s: %w", a.ID, err)
+		}
 		s.log.WarnContext(ctx, "approvers not found", slog.String("id", a.ID), slog.Any("err", err))
-		return nil
+		return nil, nil
 	}
 	out := ids[:0]
 	for _, id := range ids {
@@ -196,7 +211,7 @@ func (s *Service) approvers(ctx context.Context, a store.Approval) []string {
 			out = append(out, id)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // Decide records approver's decision on request id. The approver's roles are checked now; a
@@ -219,7 +234,10 @@ func (s *Service) Decide(ctx context.Context, approver rbac.Caller, id string, a
 	}
 	// The approvers are looked up before the vote's transaction; the notices closure only
 	// reads what it captured (it may run more than once).
-	approvers := s.approvers(ctx, a)
+	approvers, err := s.findApprovers(ctx, a)
+	if err != nil {
+		return a, fmt.Errorf("decide approval %s: %w", id, err)
+	}
 	notices := func(a store.Approval) []store.OutboxMessage {
 		var ms []store.OutboxMessage
 		switch a.Status {
@@ -234,8 +252,14 @@ func (s *Service) Decide(ctx context.Context, approver rbac.Caller, id string, a
 		}
 		return ms
 	}
+	prev := a
 	a, err = s.st.VoteApproval(ctx, id, v, s.lease(a), notices)
 	if err != nil {
+		if errors.Is(err, store.ErrAlreadyResolved) || errors.Is(err, store.ErrAlreadyVoted) {
+			// This may be the approver's choice handled again after a crash that cut the first
+			// handling off after its vote committed, before it refreshed the badges.
+			s.badge(ctx, append([]string{prev.Requester, approver.Identity}, approvers...))
+		}
 		return a, fmt.Errorf("decide approval %s: %w", id, err)
 	}
 	s.log.InfoContext(ctx, "approval vote", slog.String("id", id), slog.String("approver", approver.Identity),
@@ -272,7 +296,7 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 	if d.Effect == rbac.Deny {
 		row.Outcome, row.Error = store.OutcomeDenied, "access revoked: "+d.Reason
 		s.audit(ctx, row)
-		done, err := s.st.FinishExecution(ctx, a.ID, store.ExecFailed, nil, row.Error,
+		done, err := s.finish(ctx, a, store.ExecFailed, nil, row.Error,
 			notice(a.Requester, i18n.Message{Key: "APPROVAL_REVOKED", Args: []string{"tool", a.Tool}}))
 		if err != nil {
 			s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", err))
@@ -301,13 +325,35 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 	if exec != store.ExecDone {
 		m = i18n.Message{Key: "APPROVAL_APPROVED_FAILED", Args: []string{"tool", a.Tool, "approver", approver, "error", errText}}
 	}
-	done, ferr := s.st.FinishExecution(ctx, a.ID, exec, result, errText, notice(a.Requester, m))
+	done, ferr := s.finish(ctx, a, exec, result, errText, notice(a.Requester, m))
 	if ferr != nil {
 		s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", ferr))
 		return a
 	}
 	s.kick(a.Requester)
 	return done
+}
+
+// finish records the outcome of a's execution with the requester's notice, retrying while the
+// store is unavailable (a database restart) as long as the execution's claim lasts: after it, the
+// sweeper reports the execution interrupted instead.
+func (s *Service) finish(ctx context.Context, a store.Approval, exec string, result []byte, errText string, n store.OutboxMessage) (store.Approval, error) {
+	delay := 50 * time.Millisecond
+	for {
+		done, err := s.st.FinishExecution(ctx, a.ID, exec, result, errText, n)
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || !s.now().Add(delay).Before(a.ExecUntil) {
+			return done, err
+		}
+		s.log.WarnContext(ctx, "approval outcome: store unavailable; retrying", slog.String("id", a.ID), slog.Duration("in", delay))
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return done, errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(2*delay, time.Second)
+	}
 }
 
 // requester is the requester with the roles of their latest login.
@@ -326,7 +372,10 @@ func (s *Service) Cancel(ctx context.Context, requester, id string) (store.Appro
 	if err != nil {
 		return a, fmt.Errorf("cancel approval %s: %w", id, err)
 	}
-	approvers := s.approvers(ctx, a)
+	approvers, err := s.findApprovers(ctx, a)
+	if err != nil {
+		return a, fmt.Errorf("cancel approval %s: %w", id, err)
+	}
 	notices := func(a store.Approval) []store.OutboxMessage {
 		ms := make([]store.OutboxMessage, 0, len(approvers))
 		for _, other := range approvers {

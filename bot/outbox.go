@@ -70,7 +70,11 @@ func (b *Bot) ackLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			b.flushAcks(ctx)
+			// A batch taken from the queue is written even if ctx ends meanwhile (a graceful
+			// stop): its messages were delivered, and must not go out again after a restart.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			b.flushAcks(wctx)
+			cancel()
 		}
 	}
 }
@@ -232,7 +236,12 @@ func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
 			continue
 		}
 		seen[id] = true
-		ss, err := b.st.SessionsByIdentity(ctx, id)
+		var ss []store.Session
+		err := b.retry(ctx, b.acceptWait, "refresh menus", func(ctx context.Context) error {
+			var err error
+			ss, err = b.st.SessionsByIdentity(ctx, id)
+			return err
+		})
 		if err != nil {
 			b.log.WarnContext(ctx, "refresh menus", slog.String("identity", id), slog.Any("err", err))
 			continue

@@ -105,7 +105,7 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 		return b.fail(ctx, w, it, err.Error())
 	}
 	c.Outbox = out
-	ids, o := b.complete(ctx, w, c)
+	ids, at, o := b.complete(ctx, w, c)
 	switch o {
 	case outcomeDone:
 	case outcomeGone:
@@ -126,6 +126,11 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 		if cur.CreatedAt.IsZero() {
 			cur.CreatedAt = now
 		}
+		if c.Session != nil && cur.UpdatedAt.IsZero() {
+			// As the store stamped it: a badge refresh, which writes the cached session back
+			// with its update time, must not make it look active now.
+			cur.UpdatedAt = time.UnixMilli(at.UnixMilli()).UTC()
+		}
 		w.session = &cur
 	}
 	b.deliverOut(ctx, w, fx.Out, ids)
@@ -141,29 +146,29 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 }
 
 // complete commits c, retrying while the store is unreachable (the effects are kept: the flow
-// does not run again).
-func (b *Bot) complete(ctx context.Context, w *worker, c store.Completion) ([]int64, outcome) {
+// does not run again); it returns the outbox ids and the time the commit was stamped with.
+func (b *Bot) complete(ctx context.Context, w *worker, c store.Completion) ([]int64, time.Time, outcome) {
 	var done store.Completed
 	for failures := 1; ; failures++ {
 		var err error
 		c.Now = b.now()
 		if done, err = b.st.CompleteEvent(ctx, c); err == nil {
-			return done.OutboxIDs, outcomeDone
+			return done.OutboxIDs, c.Now, outcomeDone
 		}
 		switch {
 		case errors.Is(err, store.ErrLeaseLost):
-			return nil, outcomeLost
+			return nil, time.Time{}, outcomeLost
 		case errors.Is(err, store.ErrNotFound):
 			// Not pending any more: completed (or parked) already; its effects are dropped.
 			w.log.WarnContext(ctx, "event already completed; this handling is dropped", slog.Int64("event", c.EventID))
-			return nil, outcomeGone
+			return nil, time.Time{}, outcomeGone
 		case !errors.Is(err, store.ErrUnavailable):
 			w.log.ErrorContext(ctx, "commit event", slog.Int64("event", c.EventID), slog.Any("err", err))
-			return nil, outcomeFailed
+			return nil, time.Time{}, outcomeFailed
 		}
 		w.log.WarnContext(ctx, "commit event: store unavailable; retrying", slog.Int64("event", c.EventID), slog.Any("err", err))
 		if !w.sleep(ctx, retryDelay(failures)) && ctx.Err() != nil {
-			return nil, outcomeRetry
+			return nil, time.Time{}, outcomeRetry
 		}
 	}
 }
@@ -241,7 +246,7 @@ func (b *Bot) park(ctx context.Context, w *worker, it *item, reason string) outc
 	if err != nil {
 		return outcomeRetry
 	}
-	ids, o := b.complete(ctx, w, store.Completion{EventID: it.id, Lease: w.lease, TTL: b.leaseTTL, Now: now, Park: reason, Outbox: out})
+	ids, _, o := b.complete(ctx, w, store.Completion{EventID: it.id, Lease: w.lease, TTL: b.leaseTTL, Now: now, Park: reason, Outbox: out})
 	switch o {
 	case outcomeDone:
 	case outcomeGone, outcomeFailed:
