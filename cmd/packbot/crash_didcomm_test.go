@@ -33,7 +33,6 @@ const dcDIDCommKey = "7f3c9a51d2e84b06a1c57e9d3b2f4a6810c9e7d5b3a1f2e4c6d8b0a2c4
 
 // dcTexts are the patterns of the approval texts, from the pack's catalog.
 type dcTexts struct {
-	confirm, pendingTitle, details           string // question texts: prefixes of patterns below
 	confirmRe, pendingRe, detailsRe          *regexp.Regexp
 	submitted, newReq, youApproved, pendNone *regexp.Regexp
 	// alreadyDecided: the answer to an approval that the bot handles again after a crash (the

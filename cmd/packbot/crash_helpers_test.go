@@ -121,7 +121,9 @@ func (r *restartable) kill() {
 	if err := p.cmd.Process.Kill(); err != nil {
 		r.t.Fatalf("kill: %v", err)
 	}
-	<-p.done
+	if err := <-p.done; err == nil {
+		r.t.Log("kill: the process had exited already")
+	}
 	p.done <- errors.New("killed")
 	r.mu.Lock()
 	r.cur = nil
