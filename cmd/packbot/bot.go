@@ -60,14 +60,9 @@ func newBot(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secr
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := bot.New(bot.Config{Channel: ch, Store: st, Flows: engine, Logger: log, Keyring: kr, BeforeHandle: beforeHandle})
+	b, err := bot.New(bot.Config{Channel: ch, Store: st, Flows: engine, Logger: log, Keyring: kr, BeforeHandle: a.beforeHandle})
 	return b, appr, err
 }
-
-// beforeHandle is the bot's [bot.Config.BeforeHandle]: always nil in the packbot binary. Only
-// the test binary sets it (in a _test.go init), to make a flow panic on a chosen message in a
-// real `packbot serve` process and prove that the poison event is parked and can be replayed.
-var beforeHandle func(channel.Event)
 
 // durationEnv reads a duration variable (default def when unset).
 func durationEnv(a *app, name string, def time.Duration) (time.Duration, error) {

@@ -31,20 +31,24 @@ import (
 	"github.com/packbot/packbot/store/storetest"
 )
 
-// envPoison names the text on which the flow panics. Only the test binary reads it (this init
-// is compiled into tests only): packbot itself never looks at it, and its beforeHandle stays nil.
+// envPoison names the text on which the flow panics. Only the test binary reads it (TestMain,
+// through poisonHook): packbot itself never looks at it, and its beforeHandle stays nil.
 const envPoison = "PACKBOT_TEST_POISON_TEXT"
 
 // poisonPanic is the panic value: it does not quote the text, so that a listing that shows it
 // does not show the message.
 const poisonPanic = "test hook: this message poisons the flow"
 
-func init() {
-	if text := os.Getenv(envPoison); text != "" {
-		beforeHandle = func(e channel.Event) {
-			if in, ok := e.(channel.TextReceived); ok && in.Content == text {
-				panic(poisonPanic)
-			}
+// poisonHook is the bot's BeforeHandle of a test binary acting as packbot: a panic on the text
+// envPoison names, nil when it is unset.
+func poisonHook() func(channel.Event) {
+	text := os.Getenv(envPoison)
+	if text == "" {
+		return nil
+	}
+	return func(e channel.Event) {
+		if in, ok := e.(channel.TextReceived); ok && in.Content == text {
+			panic(poisonPanic)
 		}
 	}
 }

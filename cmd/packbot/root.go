@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/packs"
 )
 
@@ -24,6 +25,10 @@ type app struct {
 	stdout, stderr io.Writer
 	logLevel       string
 	logFormat      string
+	// beforeHandle is the bot's [bot.Config.BeforeHandle]: nil in the packbot binary. Only the
+	// test binary sets it (TestMain), to make a flow panic on a chosen message in a real
+	// `packbot serve` process and prove that the poison event is parked and can be replayed.
+	beforeHandle func(channel.Event)
 }
 
 // exitError carries an exit status for errors already reported to the user.
@@ -34,7 +39,12 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 // run executes the command line and returns the process exit status: 0 on success, 1 on a
 // failure, 2 on a usage error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
-	a := &app{lookup: lookup, stdout: stdout, stderr: stderr}
+	return runApp(ctx, &app{lookup: lookup, stdout: stdout, stderr: stderr}, args)
+}
+
+// runApp is run with a (its lookup, stdout and stderr set).
+func runApp(ctx context.Context, a *app, args []string) int {
+	stdout, stderr := a.stdout, a.stderr
 	root := newRootCmd(a)
 	root.SetArgs(args)
 	root.SetOut(stdout)
