@@ -1,6 +1,7 @@
 package didcomm
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -83,10 +84,15 @@ func TestCredoPresents(t *testing.T) {
 
 // TestProofTimeout: a wallet that never answers a proof request: after the time limit the bot
 // gets TimedOut for it (once), a late presentation is not verified, and a new request works.
+// The channel's clock is the test's: it passes the time limit once, after the first request,
+// so that the second cannot time out however slow the machine is.
 func TestProofTimeout(t *testing.T) {
 	ctx := testContext(t)
 	st := testStores(t)["SQLite"](t)
-	bot := startBotWith(t, st, nil, "", func(c *Config) { c.ProofTimeout = 200 * time.Millisecond })
+	var mu sync.Mutex
+	clock := time.Now()
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	bot := startBotWith(t, st, nil, "", func(c *Config) { c.ProofTimeout, c.Now = 200*time.Millisecond, now })
 	events := runWithEvents(t, bot)
 	tw, err := newTestWallet(t, ctx, bot.ch, st, map[string]string{"name": "Ana", "email": "ana@acme.corp"}, nil)
 	if err != nil {
@@ -97,6 +103,9 @@ func TestProofTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mu.Lock()
+	clock = clock.Add(time.Second)
+	mu.Unlock()
 	res := expectEvent[channel.PresentationResult](ctx, t, events)
 	if res.RequestID != first || res.Outcome != channel.TimedOut {
 		t.Fatalf("unanswered request: %+v", res)
