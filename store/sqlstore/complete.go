@@ -178,10 +178,11 @@ func notFoundAs(err, as error) error {
 	return nil
 }
 
-// completePostgres is CompleteEvent as one pgx batch (one round trip, one implicit transaction)
-// of the statements c needs and no others, fenced by qFencePostgres: a few small statements
-// with cheap cached plans cost PostgreSQL less than one statement that plans and starts every
-// part whether it is used or not.
+// completePostgres is CompleteEvent as the statements c needs and no others, fenced by
+// qFencePostgres, in a batch shared with the completions of other connections (group commit:
+// one round trip, one transaction): a few small statements with cheap cached plans cost
+// PostgreSQL less than one statement that plans and starts every part whether it is used or
+// not, and a shared transaction less than one each.
 func (db *DB) completePostgres(ctx context.Context, c store.Completion) (store.Completed, error) {
 	l, now := c.Lease, c.Now
 	type stmt struct {
@@ -239,7 +240,8 @@ func (db *DB) completePostgres(ctx context.Context, c store.Completion) (store.C
 	}
 
 	var ids []int64
-	err := db.pgBatch(ctx, func(b *pgx.Batch) {
+	err := db.groupRun(ctx, &db.completions, func(b *pgx.Batch) {
+		ids = nil
 		for _, s := range stmts {
 			b.Queue(s.sql, s.args...)
 		}

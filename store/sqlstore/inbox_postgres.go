@@ -81,7 +81,9 @@ func broadcastChannel(salt string) string {
 	return "pbb_" + hex.EncodeToString(sum[:])[:40]
 }
 
-// acceptPostgres is AcceptEvent in one round trip: the connection's lock, then qAcceptPostgres.
+// acceptPostgres is AcceptEvent in one round trip: the connection's lock, then qAcceptPostgres,
+// in a batch shared with the accepts of other connections (group commit). The lock is
+// re-entrant: two events of one connection in one batch are stored in arrival order.
 func (db *DB) acceptPostgres(ctx context.Context, a store.Accept) (store.Accepted, error) {
 	e := a.Event
 	var (
@@ -89,7 +91,7 @@ func (db *DB) acceptPostgres(ctx context.Context, a store.Accept) (store.Accepte
 		expires int64
 		woken   int64
 	)
-	err := db.pgBatch(ctx, func(b *pgx.Batch) {
+	err := db.groupRun(ctx, &db.accepts, func(b *pgx.Batch) {
 		b.Queue(qLockConnection, e.ConnectionID)
 		b.Queue(qAcceptPostgres, e.ConnectionID, e.Key, e.Kind, jsonArg(e.Payload), millis(a.Now), a.Holder,
 			millis(a.Now.Add(a.TTL)), db.salt).QueryRow(func(r pgx.Row) error {
