@@ -43,7 +43,7 @@ func (c netClass) String() string {
 	case classLinkLocal:
 		return "link-local"
 	}
-	return "unroutable"
+	return "non-routable"
 }
 
 var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10") // RFC 6598
@@ -147,7 +147,7 @@ func checkDial(address string, server netClass) error {
 		return fmt.Errorf("%w: dial %q: not an IP address", ErrDiscoveryRefused, address)
 	}
 	if c := classify(ip); !allowed(c, server) {
-		return fmt.Errorf("%w: %s resolves to a %s address, and the MCP server is on a %s one", ErrDiscoveryRefused, ip, c, server)
+		return fmt.Errorf("%w: connecting to %s, a %s address, for an MCP server on a %s address (packbot reaches a non-public address only for a server on the same kind)", ErrDiscoveryRefused, ip, c, server)
 	}
 	return nil
 }
@@ -191,7 +191,7 @@ func checkURL(raw string, server netClass, what string) error {
 	}
 	if ip, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
 		if c := classify(ip); !allowed(c, server) {
-			return fmt.Errorf("%w: %s %s is on a %s address, and the MCP server is on a %s one", ErrDiscoveryRefused, what, u.Redacted(), c, server)
+			return fmt.Errorf("%w: %s %s is a %s address, for an MCP server on a %s address (packbot reaches a non-public address only for a server on the same kind)", ErrDiscoveryRefused, what, u.Redacted(), c, server)
 		}
 	}
 	return nil
