@@ -338,4 +338,7 @@ func (m *Manager) withTimeout(ctx context.Context) (context.Context, context.Can
 func scopeString(scopes []string) string { return strings.Join(scopes, " ") }
 
 // Interface guards.
-var _ mcp.Authorizer = (*Manager)(nil)
+var (
+	_ mcp.Authorizer = (*Manager)(nil)
+	_ mcp.StepUpper  = (*Manager)(nil)
+)
