@@ -3,6 +3,7 @@ package oauth
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -63,6 +64,13 @@ func (m *Manager) metadataClient(asm *oauthex.AuthServerMeta) (client, bool) {
 	}
 	if s := asm.TokenEndpointAuthMethodsSupported; len(s) > 0 && !slices.Contains(s, authNone) {
 		return client{}, false // no public clients there: register (with a secret) instead
+	}
+	// A document on http://localhost (a development PACKBOT_PUBLIC_URL) can only be fetched by an
+	// authorization server on the same machine: for any other, register instead.
+	mu, err1 := url.Parse(m.metadataURL)
+	iu, err2 := url.Parse(asm.Issuer)
+	if err1 != nil || err2 != nil || (mu.Scheme != "https" && !loopbackHost(iu.Hostname())) {
+		return client{}, false
 	}
 	return client{ID: m.metadataURL, Method: authNone}, true
 }
