@@ -41,6 +41,15 @@ type Authorizer interface {
 	Refresh(ctx context.Context, identity, server string) (string, error)
 }
 
+// StepUpper is an optional capability of an [Authorizer] (package mcp/oauth has it): after an
+// HTTP 403 on an OAuth server, the pool hands it the server's WWW-Authenticate challenge instead
+// of refreshing. It returns an error wrapping ErrNeedsAuthentication when the user must
+// authorize again with more scopes, or one wrapping ErrAuth when that would not help (bounded
+// step-up). Safe for concurrent use.
+type StepUpper interface {
+	StepUp(ctx context.Context, identity, server, challenge string) error
+}
+
 // Status of a user's credentials for a user-controlled server (the config menu and the admin
 // API report it).
 type Status string

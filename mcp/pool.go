@@ -384,6 +384,12 @@ func (p *Pool) failed(ctx context.Context, c *conn, sess *mcpsdk.ClientSession, 
 			return Result{}, err
 		}
 		if c.srv.OAuth() {
+			// Step-up hook (issue 12 item 8, owned by mcp/oauth): a 403 insufficient_scope
+			// asks the user for more scopes instead of refreshing the same ones forever.
+			var ae *AuthError
+			if su, ok := p.auth.(StepUpper); ok && errors.As(err, &ae) && ae.Status == http.StatusForbidden {
+				return Result{}, su.StepUp(ctx, c.identity, c.srv.Name, ae.Challenge)
+			}
 			if _, rerr := p.auth.Refresh(ctx, c.identity, c.srv.Name); rerr != nil {
 				p.dropUser(c)
 				return Result{}, rerr

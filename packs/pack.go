@@ -261,6 +261,10 @@ type ServerAuth struct {
 	ClientID     string   `yaml:"clientId"`
 	ClientSecret string   `yaml:"clientSecret" pack:"secret"`
 	Scopes       []string `yaml:"scopes"`
+	// Issuer, optional, is the authorization server the pack trusts for this server: its
+	// metadata must list it, and the server's 401 may then point at protected-resource
+	// metadata on the issuer's origin as well as on the server's own.
+	Issuer string `yaml:"issuer" pack:"url"`
 }
 
 // Text is a string that may be given per language: either a plain string, or a map from

@@ -241,6 +241,9 @@ func (v *validator) access(path string, s *Server) {
 		if !s.UserControlled() {
 			v.errorf(ap, "OAuth applies to user-controlled servers (each user signs in); set accessMode: user-controlled")
 		}
+		if s.Authentication.Issuer != "" {
+			v.httpURL(joinPath(ap, "issuer"), s.Authentication.Issuer)
+		}
 	}
 	if !s.UserControlled() {
 		if s.UserConfig != nil {

@@ -36,7 +36,8 @@ func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *sec
 		} else {
 			m, err := oauth.New(oauth.Config{
 				Credentials: st, Records: st, Keyring: kr, Servers: p.MCP.Servers, Logger: log,
-				CallbackURL: strings.TrimSuffix(publicURL, "/") + oauth.DefaultCallbackPath,
+				CallbackURL:       strings.TrimSuffix(publicURL, "/") + oauth.DefaultCallbackPath,
+				ClientMetadataURL: strings.TrimSuffix(publicURL, "/") + oauth.DefaultClientMetadataPath,
 				OnAuthorized: func(ctx context.Context, identity, server string) {
 					n.notify(ctx, identity, bot.Notice{Key: "MCP_CONFIG_OAUTH_DONE", Args: []string{"server", server}})
 				},
@@ -50,6 +51,7 @@ func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *sec
 			} else {
 				cfg.Authorizer, manager = m, m
 				mux.Handle("GET "+oauth.DefaultCallbackPath, m.CallbackHandler())
+				mux.Handle("GET "+oauth.DefaultClientMetadataPath, m.ClientMetadataHandler())
 			}
 		}
 	}

@@ -6,17 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"slices"
-	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
-	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store"
 )
@@ -40,7 +35,7 @@ func (m *Manager) Begin(ctx context.Context, identity, server string) (string, e
 	if err != nil {
 		return "", fmt.Errorf("oauth begin %s: %w", server, err)
 	}
-	c, err := m.clientFor(ctx, s, d.asm)
+	c, err := m.clientFor(ctx, d.client, s, d.asm)
 	if err != nil {
 		return "", fmt.Errorf("oauth begin %s: %w", server, err)
 	}
@@ -51,6 +46,9 @@ func (m *Manager) Begin(ctx context.Context, identity, server string) (string, e
 	if len(scopes) == 0 {
 		scopes = slices.Clone(d.prm.ScopesSupported)
 	}
+	// A step-up the server asked for (a 403 insufficient_scope) widens this authorization.
+	stepUp, stepUps := m.pendingStepUp(ctx, identity, server)
+	scopes = union(scopes, stepUp)
 	if slices.Contains(d.asm.ScopesSupported, "offline_access") && !slices.Contains(scopes, "offline_access") {
 		scopes = append(scopes, "offline_access") // so that a refresh token comes (SEP-2207)
 	}
@@ -68,6 +66,7 @@ func (m *Manager) Begin(ctx context.Context, identity, server string) (string, e
 		RevocationEndpoint: d.asm.RevocationEndpoint,
 		Resource:           d.prm.Resource,
 		Scopes:             scopes,
+		StepUps:            stepUps,
 		RedirectURI:        m.callbackURL,
 		ExpiresAt:          now.Add(m.pendingTTL),
 	}
@@ -96,163 +95,26 @@ func (m *Manager) Begin(ctx context.Context, identity, server string) (string, e
 	return link, nil
 }
 
-// discovery is what Begin learns about a server's authorization.
-type discovery struct {
-	prm             *oauthex.ProtectedResourceMetadata
-	asm             *oauthex.AuthServerMeta
-	challengeScopes []string
-}
-
-// discover probes the server without a token and follows its challenge to the protected-resource
-// metadata (RFC 9728 §5.1), else the well-known URLs (§3.1), then the authorization server's
-// metadata (RFC 8414, then OpenID Connect discovery).
-func (m *Manager) discover(ctx context.Context, s packs.Server) (discovery, error) {
-	var d discovery
-	challenges, err := m.probe(ctx, s)
-	if err != nil {
-		return d, err
-	}
-	var metadataURL string
-	for _, c := range challenges {
-		if c.Scheme != "bearer" {
-			continue
-		}
-		if metadataURL == "" {
-			metadataURL = c.Params["resource_metadata"]
-		}
-		if d.challengeScopes == nil && c.Params["scope"] != "" {
-			d.challengeScopes = strings.Fields(c.Params["scope"])
-		}
-	}
-	d.prm, err = m.resourceMetadata(ctx, metadataURL, s.URL)
-	if err != nil {
-		return d, err
-	}
-	if len(d.prm.AuthorizationServers) == 0 {
-		return d, fmt.Errorf("protected-resource metadata of %s names no authorization server", s.URL)
-	}
-	issuer := d.prm.AuthorizationServers[0]
-	mctx, cancel := m.withTimeout(ctx)
-	defer cancel()
-	d.asm, err = auth.GetAuthServerMetadata(mctx, issuer, m.http)
-	switch {
-	case err != nil:
-		return d, fmt.Errorf("authorization server metadata of %s: %w", issuer, err)
-	case d.asm == nil:
-		return d, fmt.Errorf("authorization server %s publishes no metadata (RFC 8414 or OpenID Connect discovery)", issuer)
-	case !slices.Contains(d.asm.CodeChallengeMethodsSupported, "S256"):
-		return d, fmt.Errorf("authorization server %s does not support PKCE S256", issuer)
-	case d.asm.AuthorizationEndpoint == "" || d.asm.TokenEndpoint == "":
-		return d, fmt.Errorf("authorization server %s: metadata lacks authorization or token endpoint", issuer)
-	}
-	return d, nil
-}
-
-// probe sends the request an MCP client starts with, without a token, and returns the
-// challenges of the server's 401 (or 403). A server that answers otherwise gives none, and
-// discovery falls back to the well-known URLs.
-func (m *Manager) probe(ctx context.Context, s packs.Server) ([]oauthex.Challenge, error) {
-	ctx, cancel := m.withTimeout(ctx)
-	defer cancel()
-	var req *http.Request
-	var err error
-	if s.Transport == packs.TransportSSE {
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
-		if err == nil {
-			req.Header.Set("Accept", "text/event-stream")
-		}
-	} else {
-		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",` +
-			`"capabilities":{},"clientInfo":{"name":` + jsonString(m.clientName) + `,"version":"oauth-probe"}}}`
-		req, err = http.NewRequestWithContext(ctx, http.MethodPost, s.URL, strings.NewReader(body))
-		if err == nil {
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("probe %s: %w", s.URL, err)
-	}
-	for k, v := range s.Headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := m.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("probe %s: %w: %w", s.URL, mcp.ErrUnreachable, err)
-	}
-	refused := resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden
-	if refused {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) // a short error text
-	}
-	_ = resp.Body.Close() // without reading an open stream, which may never end
-	if !refused {
-		m.log.WarnContext(ctx, "oauth probe got no challenge", "server", s.Name, "status", resp.StatusCode)
-		return nil, nil
-	}
-	challenges, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
-	if err != nil {
-		m.log.WarnContext(ctx, "oauth probe: malformed WWW-Authenticate", "server", s.Name, "err", err)
-		return nil, nil
-	}
-	return challenges, nil
-}
-
-func jsonString(s string) string {
-	b, _ := json.Marshal(s) // a string always encodes
-	return string(b)
-}
-
-// resourceMetadata fetches the protected-resource metadata: from the challenge's
-// resource_metadata URL, else at the well-known URL with the server's path inserted, else at the
-// root (RFC 9728 §3.1, MCP 2025-11-25). With none, it falls back to the MCP 2025-03-26 rule: the
-// server's origin is its authorization server.
-func (m *Manager) resourceMetadata(ctx context.Context, fromChallenge, serverURL string) (*oauthex.ProtectedResourceMetadata, error) {
-	type candidate struct{ url, resource string }
-	var cands []candidate
-	if fromChallenge != "" {
-		cands = append(cands, candidate{fromChallenge, serverURL})
-	}
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		return nil, fmt.Errorf("server url: %w", err)
-	}
-	origin := url.URL{Scheme: u.Scheme, Host: u.Host}
-	if p := strings.Trim(u.Path, "/"); p != "" {
-		w := origin
-		w.Path = "/.well-known/oauth-protected-resource/" + p
-		cands = append(cands, candidate{w.String(), serverURL})
-	}
-	w := origin
-	w.Path = "/.well-known/oauth-protected-resource"
-	cands = append(cands, candidate{w.String(), origin.String()})
-
-	var errs []error
-	for _, c := range cands {
-		mctx, cancel := m.withTimeout(ctx)
-		prm, err := oauthex.GetProtectedResourceMetadata(mctx, c.url, c.resource, m.http)
-		cancel()
-		if err == nil && prm != nil {
-			return prm, nil
-		}
-		errs = append(errs, err)
-	}
-	m.log.WarnContext(ctx, "oauth: no protected-resource metadata, trying the server's origin as authorization server",
-		"url", serverURL, "err", errors.Join(errs...))
-	return &oauthex.ProtectedResourceMetadata{Resource: serverURL, AuthorizationServers: []string{origin.String()}}, nil
-}
-
 // clientFor returns the client packbot is at the authorization server: the pack's pre-registered
-// one, else a dynamically registered one, cached per (server, issuer, callback URL) so that
-// packbot does not register again for every user.
-func (m *Manager) clientFor(ctx context.Context, s packs.Server, asm *oauthex.AuthServerMeta) (client, error) {
+// one; else its Client ID Metadata Document's URL when the authorization server supports those
+// and packbot serves one; else a dynamically registered one, cached per (server, issuer, callback
+// URL) so that packbot does not register again for every user.
+func (m *Manager) clientFor(ctx context.Context, hc *http.Client, s packs.Server, asm *oauthex.AuthServerMeta) (client, error) {
 	if a := s.Authentication; a.ClientID != "" {
 		return client{
 			ID: a.ClientID, Secret: a.ClientSecret, Preregistered: true,
 			Method: chooseAuthMethod(asm.TokenEndpointAuthMethodsSupported, a.ClientSecret != ""),
 		}, nil
 	}
+	if c, ok := m.metadataClient(asm); ok {
+		return c, nil
+	}
 	if asm.RegistrationEndpoint == "" {
-		return client{}, fmt.Errorf("authorization server %s offers no dynamic registration: set authentication.clientId", asm.Issuer)
+		hint := "set authentication.clientId (and clientSecret) in the pack to a client registered there by hand"
+		if asm.ClientIDMetadataDocumentSupported {
+			hint = "set PACKBOT_PUBLIC_URL to the bot's https URL so that packbot can serve its client metadata document, or " + hint
+		}
+		return client{}, fmt.Errorf("authorization server %s offers no dynamic registration: %s", asm.Issuer, hint)
 	}
 	cacheKey := hashState(s.Name + "\x00" + asm.Issuer + "\x00" + m.callbackURL)
 	sealKey := store.CredentialKey{Server: s.Name, Kind: "oauth-client/" + cacheKey}
@@ -273,7 +135,7 @@ func (m *Manager) clientFor(ctx context.Context, s packs.Server, asm *oauthex.Au
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return client{}, fmt.Errorf("load registered client: %w", err)
 	}
-	c, expires, err := m.register(ctx, asm.RegistrationEndpoint, asm.TokenEndpointAuthMethodsSupported)
+	c, expires, err := m.register(ctx, hc, asm.RegistrationEndpoint, asm.TokenEndpointAuthMethodsSupported)
 	if err != nil {
 		return client{}, err
 	}

@@ -150,7 +150,14 @@ func (m *Manager) callback(ctx context.Context, q url.Values) callbackResult {
 	}
 
 	c := m.currentClient(idx.Server, p.Client)
-	tr, err := m.tokenRequest(ctx, p.TokenEndpoint, c, url.Values{
+	hc, err := m.remoteNamed(ctx, idx.Server)
+	if err != nil {
+		log.WarnContext(ctx, "oauth code exchange impossible", "err", err)
+		m.failed(ctx, idx, err)
+		return callbackResult{status: http.StatusBadGateway, Title: "Authorization failed",
+			Message: "packbot could not reach the authorization server. Go back to the chat and try again."}
+	}
+	tr, err := m.tokenRequest(ctx, hc, p.TokenEndpoint, c, url.Values{
 		"grant_type":    {"authorization_code"},
 		"code":          {code},
 		"redirect_uri":  {p.RedirectURI},
@@ -171,6 +178,7 @@ func (m *Manager) callback(ctx context.Context, q url.Values) callbackResult {
 	g := m.grantFrom(tr, grant{
 		Issuer: p.Issuer, TokenEndpoint: p.TokenEndpoint, RevocationEndpoint: p.RevocationEndpoint,
 		Resource: p.Resource, Client: p.Client, Scope: scopeString(p.Scopes),
+		Requested: p.Scopes, StepUps: p.StepUps,
 	}, now)
 	gk := grantKey(idx.Identity, idx.Server)
 	sealed, err := m.sealJSON(gk, g)

@@ -3,7 +3,13 @@
 // protected-resource metadata found through the server's WWW-Authenticate challenge (RFC 9728),
 // authorization-server metadata (RFC 8414, then OpenID Connect discovery), a pre-registered
 // client or dynamic client registration (RFC 7591), PKCE S256 (RFC 7636), the resource indicator
-// (RFC 8707) on every authorization and token request, and the iss check of RFC 9207.
+// (RFC 8707) on every authorization and token request, and the iss check of RFC 9207. Without a
+// pre-registered client it uses its own Client ID Metadata Document when the authorization server
+// supports those ([Manager.ClientMetadataHandler]), else registers as a public client. A 403
+// insufficient_scope leads to a bounded step-up ([Manager.StepUp]); a server without metadata
+// gets the MCP 2025-03-26 defaults. Every URL a server or document names passes an SSRF guard
+// (https, same origin, no non-public address unless the server is on one, checked at dial time:
+// see [ErrDiscoveryRefused]).
 //
 // The flow survives across a chat: [Manager.Begin] returns a link for the bot to send, and the
 // user comes back minutes later through [Manager.CallbackHandler] on packbot's own HTTP server,
@@ -23,6 +29,7 @@
 //		Servers: pack.MCP.Servers, CallbackURL: publicURL + oauth.DefaultCallbackPath,
 //		OnAuthorized: tellTheChat})
 //	mux.Handle(oauth.DefaultCallbackPath, m.CallbackHandler())
+//	mux.Handle(oauth.DefaultClientMetadataPath, m.ClientMetadataHandler()) // with Config.ClientMetadataURL
 //	link, err := m.Begin(ctx, identity, "github") // send link to the user
 //	tok, err := m.Token(ctx, identity, "github")  // later, for each request to the server
 package oauth

@@ -73,10 +73,11 @@ func (n *number) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// tokenRequest posts form to a token endpoint, authenticating as c, and decodes the answer. An
+// tokenRequest posts form to a token endpoint with the guarded client hc, authenticating as c,
+// and decodes the answer. An
 // OAuth error comes back as *AuthorizationError. Errors never contain the request or response
 // body, which carry secrets.
-func (m *Manager) tokenRequest(ctx context.Context, endpoint string, c client, form url.Values) (tokenResponse, error) {
+func (m *Manager) tokenRequest(ctx context.Context, hc *http.Client, endpoint string, c client, form url.Values) (tokenResponse, error) {
 	ctx, cancel := m.withTimeout(ctx)
 	defer cancel()
 	m.authenticate(form, c)
@@ -90,7 +91,7 @@ func (m *Manager) tokenRequest(ctx context.Context, endpoint string, c client, f
 		// RFC 6749 §2.3.1: the id and secret are form-encoded before Basic encoding.
 		req.SetBasicAuth(url.QueryEscape(c.ID), url.QueryEscape(c.Secret))
 	}
-	resp, err := m.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return tokenResponse{}, fmt.Errorf("token request to %s: %w", endpoint, err)
 	}
@@ -179,10 +180,26 @@ type registrationResponse struct {
 }
 
 // register registers packbot as a client (RFC 7591) with the callback as its only redirect
-// URI. go-sdk's oauthex.RegisterClient would do, but its errors quote the answer's body, which
-// may hold the client secret.
-func (m *Manager) register(ctx context.Context, endpoint string, supported []string) (client, time.Time, error) {
-	method := chooseAuthMethod(supported, true)
+// URI. It asks to be a public client (token_endpoint_auth_method none): packbot's security rests
+// on PKCE and the resource indicator, and a public client has no secret to leak. Only when the
+// authorization server says it takes no public clients (its metadata lists auth methods without
+// "none") does packbot ask for a secret.
+//
+// An authorization server may return a client_secret anyway. RFC 7591 §3.2.1 makes the answer's
+// token_endpoint_auth_method the registered one, so packbot follows it: when the server
+// replaced "none" by client_secret_basic or client_secret_post, the secret is kept (sealed) and
+// used; when the answer says "none" or does not say, the client is public and the secret is
+// ignored (neither stored nor sent), since a secret for a public client authenticates nothing
+// (RFC 6749 §2.1; OAuth 2.1 §2.1). Refusing to register, as packbot once did, made sign-in
+// impossible.
+//
+// go-sdk's oauthex.RegisterClient would do, but its errors quote the answer's body, which may
+// hold the client secret.
+func (m *Manager) register(ctx context.Context, hc *http.Client, endpoint string, supported []string) (client, time.Time, error) {
+	method := authNone
+	if len(supported) > 0 && !slices.Contains(supported, authNone) {
+		method = chooseAuthMethod(supported, true)
+	}
 	meta := map[string]any{
 		"redirect_uris":              []string{m.callbackURL},
 		"client_name":                m.clientName,
@@ -203,7 +220,7 @@ func (m *Manager) register(ctx context.Context, endpoint string, supported []str
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	resp, err := m.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return client{}, time.Time{}, fmt.Errorf("register client at %s: %w", endpoint, err)
 	}
@@ -220,14 +237,23 @@ func (m *Manager) register(ctx context.Context, endpoint string, supported []str
 	if err := json.Unmarshal(body, &rr); err != nil || rr.ClientID == "" {
 		return client{}, time.Time{}, fmt.Errorf("register client at %s: answer has no client_id", endpoint)
 	}
-	c := client{ID: rr.ClientID, Secret: rr.ClientSecret, Method: rr.TokenEndpointAuth}
+	c := client{ID: rr.ClientID, Method: rr.TokenEndpointAuth}
 	if c.Method == "" {
-		c.Method = method
+		c.Method = method // the answer did not say: what was asked
 	}
-	if c.Secret == "" {
-		c.Method = authNone
-	} else if c.Method != authBasic && c.Method != authPost {
-		return client{}, time.Time{}, fmt.Errorf("register client at %s: token_endpoint_auth_method %q is not supported", endpoint, c.Method)
+	switch c.Method {
+	case authNone:
+		if rr.ClientSecret != "" {
+			m.log.InfoContext(ctx, "oauth registration returned a client secret for a public client; ignored", "endpoint", endpoint)
+		}
+		return c, time.Time{}, nil
+	case authBasic, authPost:
+		if rr.ClientSecret == "" {
+			return client{}, time.Time{}, fmt.Errorf("register client at %s: token_endpoint_auth_method %s without a client_secret", endpoint, c.Method)
+		}
+		c.Secret = rr.ClientSecret
+	default:
+		return client{}, time.Time{}, fmt.Errorf("register client at %s: token_endpoint_auth_method %q is not supported (want none, client_secret_basic or client_secret_post)", endpoint, c.Method)
 	}
 	var expires time.Time
 	if rr.ClientSecretExpiresAt > 0 {
@@ -253,7 +279,7 @@ func chooseAuthMethod(supported []string, haveSecret bool) string {
 }
 
 // revoke asks the authorization server to revoke g's refresh token (RFC 7009).
-func (m *Manager) revoke(ctx context.Context, g grant) error {
+func (m *Manager) revoke(ctx context.Context, hc *http.Client, g grant) error {
 	ctx, cancel := m.withTimeout(ctx)
 	defer cancel()
 	form := url.Values{"token": {g.RefreshToken}, "token_type_hint": {"refresh_token"}}
@@ -266,7 +292,7 @@ func (m *Manager) revoke(ctx context.Context, g grant) error {
 	if g.Client.Method == authBasic {
 		req.SetBasicAuth(url.QueryEscape(g.Client.ID), url.QueryEscape(g.Client.Secret))
 	}
-	resp, err := m.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("revoke at %s: %w", g.RevocationEndpoint, err)
 	}

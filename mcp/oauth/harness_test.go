@@ -38,6 +38,7 @@ type bearer struct {
 	m                tokenSource
 	identity, server string
 	base             http.RoundTripper
+	forbidden        func(challenge string) // called with the WWW-Authenticate of a 403
 }
 
 func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -48,6 +49,9 @@ func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := req.Clone(req.Context())
 	r.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := b.base.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusForbidden && b.forbidden != nil {
+		b.forbidden(resp.Header.Get("WWW-Authenticate"))
+	}
 	if err != nil || resp.StatusCode != http.StatusUnauthorized || (req.Body != nil && req.GetBody == nil) {
 		return resp, err
 	}
@@ -67,10 +71,16 @@ func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // connect opens a go-sdk client session to the protected server as identity.
 func connect(ctx context.Context, m tokenSource, identity, server, endpoint string) (*mcpsdk.ClientSession, error) {
+	return connectObserved(ctx, m, identity, server, endpoint, nil)
+}
+
+// connectObserved is connect that reports each 403's challenge to forbidden (as package mcp's
+// transport observer does).
+func connectObserved(ctx context.Context, m tokenSource, identity, server, endpoint string, forbidden func(string)) (*mcpsdk.ClientSession, error) {
 	client := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "packbot-test", Version: "1"}, nil)
 	return client.Connect(ctx, &mcpsdk.StreamableClientTransport{
 		Endpoint:             endpoint,
-		HTTPClient:           &http.Client{Transport: &bearer{m: m, identity: identity, server: server, base: http.DefaultTransport}},
+		HTTPClient:           &http.Client{Transport: &bearer{m: m, identity: identity, server: server, base: http.DefaultTransport, forbidden: forbidden}},
 		DisableStandaloneSSE: true,
 		MaxRetries:           -1,
 	}, nil)

@@ -65,9 +65,11 @@ type Config struct {
 	// public URL followed by the path where cmd mounts CallbackHandler (e.g. DefaultCallbackPath).
 	// HTTPS, or HTTP on a loopback host.
 	CallbackURL string
-	// HTTPClient makes every request to MCP and authorization servers (default: a client without
-	// cookies). Discovery requests go through go-sdk's SSRF checks, which refuse private
-	// addresses unless the client's transport dials by itself.
+	// HTTPClient makes the probe of each MCP server (default: a client without cookies). Every
+	// other request (metadata, registration, token, revocation) goes to a URL that the server
+	// or a document chose, and is sent through a clone of its transport whose dialer refuses
+	// addresses of another kind than the MCP server's (see ErrDiscoveryRefused). A Transport
+	// that is not an *http.Transport dials by itself: then only the URL checks apply.
 	HTTPClient *http.Client
 	// Timeout bounds each request to an MCP or authorization server (default DefaultTimeout).
 	Timeout time.Duration
@@ -89,6 +91,11 @@ type Config struct {
 	PendingTTL time.Duration
 	// ClientName is the client_name sent with dynamic registration (default DefaultClientName).
 	ClientName string
+	// ClientMetadataURL, optional, is where cmd serves [Manager.ClientMetadataHandler]: packbot's
+	// public URL followed by DefaultClientMetadataPath. When set, an authorization server that
+	// advertises client_id_metadata_document_supported gets this URL as client_id instead of a
+	// dynamic registration (MCP 2025-11-25). HTTPS, or HTTP on a loopback host.
+	ClientMetadataURL string
 }
 
 // Manager runs OAuth authorizations and keeps users' tokens fresh. It implements
@@ -109,6 +116,9 @@ type Manager struct {
 	refreshBefore time.Duration
 	pendingTTL    time.Duration
 	clientName    string
+	metadataURL   string        // Config.ClientMetadataURL
+	guard         guard         // guarded clients for requests to URLs the servers chose
+	classes       sync.Map      // MCP server host → netClass
 	pollInterval  time.Duration // how often a refresh waiting on another process's lease looks again
 	instance      string        // prefix of the refresh leases this Manager takes
 	locks         keyLocks
@@ -142,6 +152,7 @@ func New(cfg Config) (*Manager, error) {
 		refreshBefore: cfg.RefreshBefore,
 		pendingTTL:    cfg.PendingTTL,
 		clientName:    cfg.ClientName,
+		metadataURL:   cfg.ClientMetadataURL,
 		pollInterval:  100 * time.Millisecond,
 		instance:      randomText(),
 		locks:         keyLocks{m: make(map[string]*keyLock)},
@@ -151,6 +162,12 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if m.timeout <= 0 {
 		m.timeout = DefaultTimeout
+	}
+	m.guard = guard{base: m.http.Transport, timeout: m.timeout}
+	if m.metadataURL != "" {
+		if err := checkCallbackURL(m.metadataURL); err != nil {
+			return nil, fmt.Errorf("new oauth manager: ClientMetadataURL: %w", err)
+		}
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -261,7 +278,11 @@ func (m *Manager) Forget(ctx context.Context, identity, server string) error {
 	}
 	m.log.InfoContext(ctx, "oauth tokens forgotten", "identity", identity, "server", server)
 	if g != nil && g.RevocationEndpoint != "" && g.RefreshToken != "" {
-		if err := m.revoke(ctx, *g); err != nil {
+		hc, err := m.remoteNamed(ctx, server)
+		if err == nil {
+			err = m.revoke(ctx, hc, *g)
+		}
+		if err != nil {
 			m.log.WarnContext(ctx, "oauth revoke refresh token", "identity", identity, "server", server, "err", err)
 		}
 	}
@@ -317,4 +338,7 @@ func (m *Manager) withTimeout(ctx context.Context) (context.Context, context.Can
 func scopeString(scopes []string) string { return strings.Join(scopes, " ") }
 
 // Interface guards.
-var _ mcp.Authorizer = (*Manager)(nil)
+var (
+	_ mcp.Authorizer = (*Manager)(nil)
+	_ mcp.StepUpper  = (*Manager)(nil)
+)

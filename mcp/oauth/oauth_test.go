@@ -17,6 +17,7 @@ import (
 
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/mcp/oauth"
+	"github.com/packbot/packbot/mcp/oauth/oauthtest"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
@@ -84,6 +85,7 @@ type env struct {
 	cfg   oauth.Config
 	m     *oauth.Manager
 	logs  *syncBuffer
+	cbURL string // packbot's "public URL" (the callback server)
 
 	mu         sync.Mutex
 	authorized []string
@@ -92,10 +94,16 @@ type env struct {
 
 func newEnv(t *testing.T, b backend, configure ...func(e *env, s *packs.Server)) *env {
 	t.Helper()
+	return newEnvWith(t, b, oauthtest.MCPOptions{}, configure...)
+}
+
+// newEnvWith is newEnv with a protected MCP server that behaves as o says.
+func newEnvWith(t *testing.T, b backend, o oauthtest.MCPOptions, configure ...func(e *env, s *packs.Server)) *env {
+	t.Helper()
 	e := &env{t: t, ctx: t.Context(), clock: newClock(), logs: &syncBuffer{}}
 	e.as = newTestAS(e.clock)
 	t.Cleanup(e.as.Close)
-	e.mcp = newProtectedMCP(e.as)
+	e.mcp = oauthtest.NewProtectedMCPWith(e.as, o)
 	t.Cleanup(e.mcp.Close)
 	e.st, e.again = b.open(t)
 	key, err := secret.GenerateKey(nil)
@@ -118,6 +126,7 @@ func newEnv(t *testing.T, b backend, configure ...func(e *env, s *packs.Server))
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(cb.Close)
+	e.cbURL = cb.URL
 
 	s := packs.Server{Name: serverName, Transport: packs.TransportStreamableHTTP, URL: e.mcp.Endpoint,
 		AccessMode: packs.UserControlled, Enabled: true, Authentication: &packs.ServerAuth{Mode: oauth.ModeOAuth2}}
@@ -148,6 +157,7 @@ func newEnv(t *testing.T, b backend, configure ...func(e *env, s *packs.Server))
 	mux := http.NewServeMux()
 	mux.Handle("GET "+oauth.DefaultCallbackPath, e.m.CallbackHandler())
 	mux.Handle(oauth.DefaultCallbackPath, e.m.CallbackHandler()) // other methods: 405 from the handler
+	mux.Handle(oauth.DefaultClientMetadataPath, e.m.ClientMetadataHandler())
 	hmu.Lock()
 	handler = mux
 	hmu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/packbot/packbot/mcp"
+	"github.com/packbot/packbot/mcp/oauth"
 	"github.com/packbot/packbot/packs"
 )
 
@@ -73,4 +74,46 @@ func TestThroughThePool(t *testing.T) {
 		}
 		e.checkLogsClean()
 	})
+}
+
+// TestStepUpThroughThePool: the pool hands a 403 insufficient_scope to the Manager instead of
+// refreshing: the call fails with a *StepUpError (the user must authorize again, with
+// mcp:write); after that authorization the call works; when the authorization server does not
+// grant mcp:write, the next 403 ends with ErrStepUpExhausted and no token request at all.
+func TestStepUpThroughThePool(t *testing.T) {
+	e := stepUpEnv(t, backends()[0])
+	srv := e.cfg.Servers[0]
+	srv.TimeoutMs, srv.MaxSessionIdleSeconds = 10_000, packs.DefaultMaxSessionIdle
+	pool, err := mcp.New(mcp.Config{Servers: []packs.Server{srv}, Credentials: e.st, Authorizer: e.m, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	whoami := mcp.Call{Identity: alice, Server: serverName, Tool: "whoami"}
+
+	e.authorize(e.m)
+	_, err = pool.Call(e.ctx, whoami)
+	var su *oauth.StepUpError
+	if !errors.As(err, &su) || !errors.Is(err, mcp.ErrNeedsAuthentication) {
+		t.Fatalf("call without mcp:write: %v, want a *StepUpError", err)
+	}
+	e.authorize(e.m)
+	if res, err := pool.Call(e.ctx, whoami); err != nil || res.Text != "you are alice" {
+		t.Fatalf("call after step-up: %+v, %v", res, err)
+	}
+
+	e.as.Set(func(as *testAS) { as.Grantable = []string{"mcp:basic", "offline_access"} })
+	e.authorize(e.m) // a new sign-in (as after Forget): mcp:basic only
+	if _, err := pool.Call(e.ctx, whoami); !errors.As(err, &su) {
+		t.Fatalf("call with mcp:basic only: %v, want a *StepUpError", err)
+	}
+	e.authorize(e.m) // asks for mcp:write, which is not granted
+	_, _, refreshes, _ := e.as.Stats()
+	_, err = pool.Call(e.ctx, whoami)
+	if !errors.Is(err, oauth.ErrStepUpExhausted) || errors.Is(err, mcp.ErrNeedsAuthentication) {
+		t.Fatalf("call after a step-up that did not get mcp:write: %v, want ErrStepUpExhausted", err)
+	}
+	if _, _, re, _ := e.as.Stats(); re != refreshes {
+		t.Errorf("a 403 made %d refreshes, want none", re-refreshes)
+	}
 }

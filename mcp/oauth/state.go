@@ -46,6 +46,12 @@ type grant struct {
 	RevocationEndpoint string    `json:"revocationEndpoint,omitempty"`
 	Resource           string    `json:"resource"`
 	Client             client    `json:"client"`
+	// Requested are the scopes asked for in the authorization that gave these tokens;
+	// StepUps counts the step-up authorizations that led to it, StepUpScopes (set by
+	// [Manager.StepUp]) are the scopes the next authorization must ask for.
+	Requested    []string `json:"requested,omitempty"`
+	StepUps      int      `json:"stepUps,omitempty"`
+	StepUpScopes []string `json:"stepUpScopes,omitempty"`
 	// Version changes each time new tokens are written, so that Refresh can tell that another
 	// caller refreshed while it waited.
 	Version string `json:"version"`
@@ -66,6 +72,7 @@ type pending struct {
 	RevocationEndpoint string    `json:"revocationEndpoint,omitempty"`
 	Resource           string    `json:"resource"`
 	Scopes             []string  `json:"scopes,omitempty"`
+	StepUps            int       `json:"stepUps,omitempty"` // step-ups that led to this authorization
 	RedirectURI        string    `json:"redirectUri"`
 	ExpiresAt          time.Time `json:"expiresAt"`
 	Claimed            bool      `json:"claimed,omitempty"` // a callback took it: one use

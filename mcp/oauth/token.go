@@ -206,7 +206,11 @@ func (m *Manager) refreshLeased(ctx context.Context, identity, server string, g 
 		form.Set("resource", g.Resource)
 	}
 	c := m.currentClient(server, g.Client)
-	tr, rerr := m.tokenRequest(ctx, g.TokenEndpoint, c, form)
+	hc, rerr := m.remoteNamed(ctx, server)
+	var tr tokenResponse
+	if rerr == nil {
+		tr, rerr = m.tokenRequest(ctx, hc, g.TokenEndpoint, c, form)
+	}
 	now := m.now()
 
 	var ae *AuthorizationError

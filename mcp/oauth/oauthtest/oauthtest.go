@@ -15,12 +15,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/auth"
-	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
 // Clock is the fake time shared by the code under test and the authorization server.
@@ -48,27 +45,50 @@ func (c *Clock) Advance(d time.Duration) {
 // RFC 7591 registration, an authorize endpoint that checks the PKCE S256 inputs and signs in
 // the user named by User, a token endpoint with PKCE verification and rotating refresh tokens,
 // and RFC 7009 revocation. Access tokens live AccessTTL by the shared clock.
+//
+// Switches (set them with Set) make it behave as some real servers do: SecretAtDCR, CIMD,
+// Grantable, NoMetadata; [NewProtectedMCPWith] has the resource server's.
 type AuthServer struct {
-	srv   *httptest.Server
-	clock *Clock
+	srv    *httptest.Server
+	clock  *Clock
+	issuer string // srv.URL, or the MCP server's origin for a 2025-03-26 server
 
-	mu            sync.Mutex
-	User          string        // who signs in at the authorize endpoint
-	Deny          bool          // answer error=access_denied
-	Down          bool          // the token endpoint answers 503
-	Delay         time.Duration // the token endpoint answers this late (and still does its work)
-	AccessTTL     time.Duration // lifetime of access tokens
-	Resource      string        // the resource every request must name
+	mu        sync.Mutex
+	User      string        // who signs in at the authorize endpoint
+	Deny      bool          // answer error=access_denied
+	Down      bool          // the token endpoint answers 503
+	Delay     time.Duration // the token endpoint answers this late (and still does its work)
+	AccessTTL time.Duration // lifetime of access tokens
+	Resource  string        // the resource every request must name
+	// SecretAtDCR: registration returns a client_secret although the client asked to be public
+	// (token_endpoint_auth_method none) and stays public: the server only takes public clients,
+	// and a token request that sends the secret is refused with invalid_client.
+	SecretAtDCR bool
+	// CIMD: the metadata advertises client_id_metadata_document_supported, and an authorize
+	// request whose client_id is an http(s) URL makes the server fetch that document (counted in
+	// MetadataFetches) and check its client_id and redirect_uris.
+	CIMD            bool
+	MetadataFetches int
+	// Grantable, when set, limits the scopes granted to these (the user or policy refuses the
+	// others); the token response's scope says what was granted.
+	Grantable []string
+	// Scopes is scopes_supported in the metadata (default tools:read and offline_access).
+	Scopes []string
+	// NoMetadata: no RFC 8414 / OpenID Connect metadata (404), as a 2025-03-26 server with the
+	// default endpoints.
+	NoMetadata    bool
 	clients       map[string]asClient
 	codes         map[string]asCode
 	access        map[string]asAccess
 	refresh       map[string]asRefresh
 	Registrations int
-	Refreshes     int
-	Exchanges     int
-	Revocations   int
-	AuthMethods   []string // how clients authenticated at the token endpoint
-	secrets       []string // every secret issued or received, for the log check
+	// RegisteredMethods lists the token_endpoint_auth_method of each registration request.
+	RegisteredMethods []string
+	Refreshes         int
+	Exchanges         int
+	Revocations       int
+	AuthMethods       []string // how clients authenticated at the token endpoint
+	secrets           []string // every secret issued or received, for the log check
 }
 
 type asClient struct {
@@ -82,9 +102,9 @@ type asCode struct {
 }
 
 type asAccess struct {
-	user, resource string
-	expiry         time.Time
-	revoked        bool
+	user, resource, scope string
+	expiry                time.Time
+	revoked               bool
 }
 
 type asRefresh struct {
@@ -99,16 +119,28 @@ func NewAuthServer(c *Clock) *AuthServer {
 		access: map[string]asAccess{}, refresh: map[string]asRefresh{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", as.metadata)
+	as.mountEndpoints(mux)
+	as.srv = httptest.NewServer(mux)
+	as.issuer = as.srv.URL
+	return as
+}
+
+// mountEndpoints serves the endpoints (not the metadata) on mux.
+func (as *AuthServer) mountEndpoints(mux *http.ServeMux) {
 	mux.HandleFunc("POST /register", as.register)
 	mux.HandleFunc("GET /authorize", as.authorize)
 	mux.HandleFunc("POST /token", as.token)
 	mux.HandleFunc("POST /revoke", as.revoke)
-	as.srv = httptest.NewServer(mux)
-	return as
 }
 
-func (as *AuthServer) URL() string { return as.srv.URL }
-func (as *AuthServer) Close()      { as.srv.Close() }
+// URL is the issuer: the server's own URL, or the MCP server's origin after
+// [NewProtectedMCPWith] with Legacy.
+func (as *AuthServer) URL() string {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	return as.issuer
+}
+func (as *AuthServer) Close() { as.srv.Close() }
 
 // Preregister adds a client as an admin would have registered it by hand.
 func (as *AuthServer) Preregister(id, secret, redirect string) {
@@ -164,13 +196,19 @@ func (as *AuthServer) Stats() (registrations, exchanges, refreshes, revocations 
 
 // Verify is the resource server's token check.
 func (as *AuthServer) Verify(token string) (user string, ok bool) {
+	user, _, ok = as.VerifyScopes(token)
+	return user, ok
+}
+
+// VerifyScopes is Verify that also returns the scopes granted to the token.
+func (as *AuthServer) VerifyScopes(token string) (user string, scopes []string, ok bool) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	a, found := as.access[token]
 	if !found || a.revoked || !as.clock.Now().Before(a.expiry) || a.resource != as.Resource {
-		return "", false
+		return "", nil, false
 	}
-	return a.user, true
+	return a.user, strings.Fields(a.scope), true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -183,19 +221,30 @@ func oauthError(w http.ResponseWriter, status int, code string) {
 	writeJSON(w, status, map[string]string{"error": code, "error_description": "test server: " + code})
 }
 
-func (as *AuthServer) metadata(w http.ResponseWriter, _ *http.Request) {
+func (as *AuthServer) metadata(w http.ResponseWriter, r *http.Request) {
+	as.mu.Lock()
+	no, cimd, scopes, iss := as.NoMetadata, as.CIMD, as.Scopes, as.issuer
+	as.mu.Unlock()
+	if no {
+		http.NotFound(w, r)
+		return
+	}
+	if scopes == nil {
+		scopes = []string{"tools:read", "offline_access"}
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"issuer":                                         as.URL(),
-		"authorization_endpoint":                         as.URL() + "/authorize",
-		"token_endpoint":                                 as.URL() + "/token",
-		"registration_endpoint":                          as.URL() + "/register",
-		"revocation_endpoint":                            as.URL() + "/revoke",
+		"issuer":                                         iss,
+		"authorization_endpoint":                         iss + "/authorize",
+		"token_endpoint":                                 iss + "/token",
+		"registration_endpoint":                          iss + "/register",
+		"revocation_endpoint":                            iss + "/revoke",
 		"response_types_supported":                       []string{"code"},
 		"grant_types_supported":                          []string{"authorization_code", "refresh_token"},
 		"code_challenge_methods_supported":               []string{"S256"},
 		"token_endpoint_auth_methods_supported":          []string{"client_secret_basic", "client_secret_post", "none"},
-		"scopes_supported":                               []string{"tools:read", "offline_access"},
+		"scopes_supported":                               scopes,
 		"authorization_response_iss_parameter_supported": true,
+		"client_id_metadata_document_supported":          cimd,
 	})
 }
 
@@ -212,21 +261,40 @@ func (as *AuthServer) register(w http.ResponseWriter, r *http.Request) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	as.Registrations++
+	as.RegisteredMethods = append(as.RegisteredMethods, req.Method)
 	id := fmt.Sprintf("client-%d", as.Registrations)
 	c := asClient{method: req.Method, redirects: req.RedirectURIs}
+	if c.method == "" {
+		c.method = "client_secret_basic" // RFC 7591 §2's default
+	}
+	returned := ""
 	if c.method != "none" {
 		c.secret = "secret-" + randomString()
-		as.secrets = append(as.secrets, c.secret)
+		returned = c.secret
+	} else if as.SecretAtDCR {
+		returned = "useless-secret-" + randomString() // issued, but the client stays public
+	}
+	if returned != "" {
+		as.secrets = append(as.secrets, returned)
 	}
 	as.clients[id] = c
 	writeJSON(w, http.StatusCreated, map[string]any{
-		"client_id": id, "client_secret": c.secret, "token_endpoint_auth_method": c.method,
+		"client_id": id, "client_secret": returned, "token_endpoint_auth_method": c.method,
 		"redirect_uris": req.RedirectURIs, "grant_types": req.GrantTypes,
 	})
 }
 
 func (as *AuthServer) authorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	as.mu.Lock()
+	cimd := as.CIMD
+	as.mu.Unlock()
+	if id := q.Get("client_id"); cimd && (strings.HasPrefix(id, "https://") || strings.HasPrefix(id, "http://")) {
+		if err := as.fetchClientMetadata(r.Context(), id); err != nil {
+			http.Error(w, "client metadata document: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	c, ok := as.clients[q.Get("client_id")]
@@ -236,7 +304,7 @@ func (as *AuthServer) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	back, _ := url.Parse(redirect)
-	answer := url.Values{"state": {q.Get("state")}, "iss": {as.URL()}}
+	answer := url.Values{"state": {q.Get("state")}, "iss": {as.issuer}}
 	switch {
 	case q.Get("response_type") != "code", q.Get("state") == "":
 		answer.Set("error", "invalid_request")
@@ -251,7 +319,7 @@ func (as *AuthServer) authorize(w http.ResponseWriter, r *http.Request) {
 	default:
 		code := "code-" + randomString()
 		as.codes[code] = asCode{client: q.Get("client_id"), redirect: redirect, challenge: q.Get("code_challenge"),
-			resource: q.Get("resource"), scope: q.Get("scope"), user: as.User}
+			resource: q.Get("resource"), scope: as.grantable(q.Get("scope")), user: as.User}
 		as.secrets = append(as.secrets, code)
 		answer.Set("code", code)
 	}
@@ -338,7 +406,7 @@ func (as *AuthServer) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	access, refresh := "at-"+randomString(), "rt-"+randomString()
-	as.access[access] = asAccess{user: user, resource: as.Resource, expiry: as.clock.Now().Add(as.AccessTTL)}
+	as.access[access] = asAccess{user: user, resource: as.Resource, scope: scope, expiry: as.clock.Now().Add(as.AccessTTL)}
 	as.refresh[refresh] = asRefresh{user: user, client: client, resource: as.Resource, scope: scope}
 	as.secrets = append(as.secrets, access, refresh)
 	w.Header().Set("Cache-Control", "no-store")
@@ -367,46 +435,57 @@ func (as *AuthServer) revoke(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// grantable keeps the requested scopes that Grantable allows (all without Grantable).
+func (as *AuthServer) grantable(scope string) string {
+	if as.Grantable == nil {
+		return scope
+	}
+	var out []string
+	for _, s := range strings.Fields(scope) {
+		if slices.Contains(as.Grantable, s) {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// fetchClientMetadata fetches a Client ID Metadata Document, checks it names itself and has
+// redirect URIs, and registers the client it describes as a public client.
+func (as *AuthServer) fetchClientMetadata(ctx context.Context, id string) error {
+	as.mu.Lock()
+	as.MetadataFetches++
+	as.mu.Unlock()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", id, resp.Status)
+	}
+	var doc struct {
+		ClientID     string   `json:"client_id"`
+		RedirectURIs []string `json:"redirect_uris"`
+		Method       string   `json:"token_endpoint_auth_method"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 5<<10)).Decode(&doc); err != nil {
+		return err
+	}
+	if doc.ClientID != id || len(doc.RedirectURIs) == 0 || doc.Method != "none" {
+		return fmt.Errorf("document names client_id %q, %d redirect URIs, auth method %q", doc.ClientID, len(doc.RedirectURIs), doc.Method)
+	}
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	as.clients[id] = asClient{method: "none", redirects: doc.RedirectURIs}
+	return nil
+}
+
 // randomString is unguessable and long enough to be recognised in a log.
 func randomString() string { return rand.Text() }
-
-// ProtectedMCP is an MCP server (go-sdk, streamable HTTP) behind a bearer check that answers
-// 401 with a resource_metadata challenge and serves its protected-resource metadata.
-type ProtectedMCP struct {
-	srv      *httptest.Server
-	Endpoint string // the MCP URL, also the resource identifier
-}
-
-func NewProtectedMCP(as *AuthServer) *ProtectedMCP {
-	p := &ProtectedMCP{}
-	mux := http.NewServeMux()
-	p.srv = httptest.NewServer(mux)
-	p.Endpoint = p.srv.URL + "/mcp"
-	as.Resource = p.Endpoint
-	metadataURL := p.srv.URL + "/.well-known/oauth-protected-resource/mcp"
-	mux.Handle("GET /.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-		Resource:             p.Endpoint,
-		AuthorizationServers: []string{as.URL()},
-		ScopesSupported:      []string{"tools:read"},
-	}))
-	server := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "protected", Version: "1"}, nil)
-	mcpsdk.AddTool(server, &mcpsdk.Tool{Name: "whoami", Description: "Says who the token belongs to."},
-		func(_ context.Context, req *mcpsdk.CallToolRequest, _ struct{}) (*mcpsdk.CallToolResult, any, error) {
-			return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "you are " + req.Extra.TokenInfo.UserID}}}, nil, nil
-		})
-	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		user, ok := as.Verify(token)
-		if !ok {
-			return nil, auth.ErrInvalidToken
-		}
-		return &auth.TokenInfo{UserID: user, Scopes: []string{"tools:read"}, Expiration: time.Now().Add(time.Hour)}, nil
-	}
-	handler := mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return server }, nil)
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL})(handler))
-	return p
-}
-
-func (p *ProtectedMCP) Close() { p.srv.Close() }
 
 // FollowAuthorization plays the user's browser: open the link, take the redirect's Location
 // without following it, then open that (the callback). It returns the callback's status, body

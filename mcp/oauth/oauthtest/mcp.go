@@ -1,0 +1,166 @@
+package oauthtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+)
+
+// ProtectedMCP is an MCP server (go-sdk, streamable HTTP) behind a bearer check that answers
+// 401 with a resource_metadata challenge and serves its protected-resource metadata.
+type ProtectedMCP struct {
+	srv      *httptest.Server
+	Endpoint string // the MCP URL, also the resource identifier
+	// Origin is scheme://host:port of the server.
+	Origin string
+	// MetadataHits counts requests for its protected-resource metadata.
+	MetadataHits atomic.Int64
+}
+
+// MCPOptions are the switches of [NewProtectedMCPWith]; the zero value is a well-behaved
+// server as [NewProtectedMCP] starts.
+type MCPOptions struct {
+	// Legacy: an MCP 2025-03-26 server: no protected-resource metadata, its 401 names none,
+	// and its origin serves the authorization server's endpoints (/authorize, /token, /register,
+	// /revoke) without authorization server metadata.
+	Legacy bool
+	// Resource is the resource its metadata claims (default: the MCP endpoint). Another value is
+	// a mismatched document.
+	Resource string
+	// ResourceMetadataURL replaces the resource_metadata URL of its 401 (an SSRF attempt).
+	ResourceMetadataURL string
+	// AuthorizationServers replaces the authorization servers its metadata names.
+	AuthorizationServers []string
+	// Scopes is scopes_supported in its metadata (default tools:read).
+	Scopes []string
+	// RequireScope, when set, makes tools/call need this scope: a token without it gets 403
+	// with WWW-Authenticate: Bearer error="insufficient_scope", scope="<granted> <RequireScope>".
+	RequireScope string
+	// Listener, when set, is where the server listens (e.g. a non-loopback address).
+	Listener net.Listener
+	// TLS serves HTTPS with httptest's certificate (for 127.0.0.1, ::1 and example.com); see
+	// [ProtectedMCP.Client].
+	TLS bool
+}
+
+// NewProtectedMCP starts a well-behaved protected MCP server on loopback.
+func NewProtectedMCP(as *AuthServer) *ProtectedMCP { return NewProtectedMCPWith(as, MCPOptions{}) }
+
+// NewProtectedMCPWith starts a protected MCP server that behaves as o says, and makes as accept
+// tokens for it (as.Resource).
+func NewProtectedMCPWith(as *AuthServer, o MCPOptions) *ProtectedMCP {
+	p := &ProtectedMCP{}
+	mux := http.NewServeMux()
+	p.srv = httptest.NewUnstartedServer(mux)
+	if o.Listener != nil {
+		_ = p.srv.Listener.Close()
+		p.srv.Listener = o.Listener
+	}
+	if o.TLS {
+		p.srv.StartTLS()
+	} else {
+		p.srv.Start()
+	}
+	p.Origin = p.srv.URL
+	p.Endpoint = p.srv.URL + "/mcp"
+	as.Set(func(as *AuthServer) { as.Resource = p.Endpoint })
+	metadataURL := p.srv.URL + "/.well-known/oauth-protected-resource/mcp"
+	if o.Legacy {
+		metadataURL = ""
+		as.Set(func(as *AuthServer) { as.issuer, as.NoMetadata = p.Origin, true })
+		as.mountEndpoints(mux)
+	} else {
+		prm := &oauthex.ProtectedResourceMetadata{
+			Resource:             p.Endpoint,
+			AuthorizationServers: []string{as.URL()},
+			ScopesSupported:      []string{"tools:read"},
+		}
+		if o.Resource != "" {
+			prm.Resource = o.Resource
+		}
+		if o.AuthorizationServers != nil {
+			prm.AuthorizationServers = o.AuthorizationServers
+		}
+		if o.Scopes != nil {
+			prm.ScopesSupported = o.Scopes
+		}
+		h := auth.ProtectedResourceMetadataHandler(prm)
+		mux.Handle("GET /.well-known/oauth-protected-resource/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p.MetadataHits.Add(1)
+			h.ServeHTTP(w, r)
+		}))
+	}
+	if o.ResourceMetadataURL != "" {
+		metadataURL = o.ResourceMetadataURL
+	}
+	server := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "protected", Version: "1"}, nil)
+	mcpsdk.AddTool(server, &mcpsdk.Tool{Name: "whoami", Description: "Says who the token belongs to."},
+		func(_ context.Context, req *mcpsdk.CallToolRequest, _ struct{}) (*mcpsdk.CallToolResult, any, error) {
+			return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "you are " + req.Extra.TokenInfo.UserID}}}, nil, nil
+		})
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		user, scopes, ok := as.VerifyScopes(token)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: user, Scopes: scopes, Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	var handler http.Handler = mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return server }, nil)
+	if o.RequireScope != "" {
+		handler = requireScopeForCalls(o.RequireScope, metadataURL, handler)
+	}
+	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL})(handler))
+	return p
+}
+
+// requireScopeForCalls answers a tools/call whose token lacks scope with 403 insufficient_scope
+// naming the token's scopes plus scope (MCP 2025-11-25 "Scope Challenge Handling").
+func requireScopeForCalls(scope, metadataURL string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct {
+				Method string `json:"method"`
+			}
+			_ = json.Unmarshal(body, &msg)
+			ti := auth.TokenInfoFromContext(r.Context())
+			if msg.Method == "tools/call" && ti != nil && !slices.Contains(ti.Scopes, scope) {
+				need := strings.Join(append(slices.DeleteFunc(slices.Clone(ti.Scopes), func(s string) bool { return s == "offline_access" }), scope), " ")
+				ch := `Bearer error="insufficient_scope", scope="` + need + `"`
+				if metadataURL != "" {
+					ch += `, resource_metadata="` + metadataURL + `"`
+				}
+				w.Header().Set("WWW-Authenticate", ch)
+				http.Error(w, "insufficient scope", http.StatusForbidden)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Client returns an HTTP client that trusts the server's certificate (with TLS) under the name
+// example.com, whatever address it listens on.
+func (p *ProtectedMCP) Client() *http.Client {
+	c := p.srv.Client()
+	if t, ok := c.Transport.(*http.Transport); ok && t.TLSClientConfig != nil {
+		t.TLSClientConfig.ServerName = "example.com"
+	}
+	return c
+}
+
+// Close stops the server.
+func (p *ProtectedMCP) Close() { p.srv.Close() }
