@@ -169,6 +169,10 @@ func (c *conn) connect(ctx context.Context) (*mcpsdk.ClientSession, func(), erro
 		cancelSession()
 		return nil, nil, fmt.Errorf("connect to MCP server %s: %w", c.srv.Name, classify(dctx, err, &c.obs))
 	}
+	// What the transport saw while connecting is settled: a server that does not speak
+	// 2026-07-28 answers the SDK's server/discover probe with HTTP 400 before the initialize
+	// fallback succeeds, and that answer must not explain a later failure.
+	c.obs.take()
 	return sess, cancelSession, nil
 }
 
@@ -296,7 +300,8 @@ func (c *conn) endedChan() <-chan struct{} {
 
 // retriable reports whether a failed request certainly never reached the server, so that it is
 // safe to send it again on a new session: the connection was refused, or the server no longer
-// knew the session (it restarted).
+// knew the session (it restarted). The caller must also know that the server did not accept the
+// request (see withDelivery): a session can fail with these errors after a call was delivered.
 func retriable(err error) bool {
 	return errors.Is(err, mcpsdk.ErrSessionMissing) || isRefused(err)
 }

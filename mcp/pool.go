@@ -307,9 +307,10 @@ type Result struct {
 	Elapsed    time.Duration
 }
 
-// Call calls a tool. It never retries a call that may have reached the server; it retries once,
-// on a new session, a call that certainly did not (connection refused, session unknown to a
-// restarted server, or an OAuth token refreshed after a 401).
+// Call calls a tool. It never retries a call that may have reached the server (one whose POST
+// the server accepted is never sent again, even when its stream is resumed or the session breaks
+// afterwards); it retries once, on a new session, a call that certainly did not (connection
+// refused, session unknown to a restarted server, or an OAuth token refreshed after a 401).
 func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
 	srv, ok := p.servers[call.Server]
 	if !ok {
@@ -350,6 +351,7 @@ func (p *Pool) callOnce(ctx context.Context, srv *packs.Server, call Call, args 
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
+	cctx, delivered := withDelivery(cctx)
 	out, err := sess.CallTool(cctx, &mcpsdk.CallToolParams{Name: call.Tool, Arguments: args})
 	if err == nil {
 		return toResult(out), nil
@@ -361,7 +363,7 @@ func (p *Pool) callOnce(ctx context.Context, srv *packs.Server, call Call, args 
 		return Result{IsError: true, Text: perr.Message}, nil
 	}
 	var retry func() (Result, error)
-	if mayRetry {
+	if mayRetry && !delivered.Load() {
 		retry = func() (Result, error) { return p.callOnce(ctx, srv, call, args, false) }
 	}
 	return p.failed(ctx, c, sess, fmt.Errorf("call %s on MCP server %s: %w", call.Tool, srv.Name, err), retry)
