@@ -297,12 +297,14 @@ type Call struct {
 
 // Result is what a tool answered. IsError marks a tool-level failure, which goes back to the
 // LLM as the tool's result; transport and protocol failures are errors of [Pool.Call] instead.
+// A result that does not match the tool's output schema is such a failure.
 type Result struct {
 	IsError bool
 	// Text is the text content (other content is described in brackets); when the tool only
 	// returned structured content, its JSON.
 	Text string
-	// Structured is the tool's structuredContent, if any.
+	// Structured is the tool's structuredContent, if any (kept for the audit even when it did not
+	// match the tool's output schema).
 	Structured json.RawMessage
 	Elapsed    time.Duration
 }
@@ -319,8 +321,11 @@ func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
 	if !srv.Allowed(call.Tool) {
 		return Result{}, fmt.Errorf("%w: %s on %s (not in the server's allowlist)", ErrUnknownTool, call.Tool, srv.Name)
 	}
-	if cat, _ := p.cat.snapshot(); p.cat.known(srv.Name) {
-		if _, ok := cat.Lookup(srv.Name, call.Tool); !ok {
+	tool, known := Tool{}, p.cat.known(srv.Name)
+	if known {
+		cat, _ := p.cat.snapshot()
+		var ok bool
+		if tool, ok = cat.Lookup(srv.Name, call.Tool); !ok {
 			return Result{}, fmt.Errorf("%w: %s on %s", ErrUnknownTool, call.Tool, srv.Name)
 		}
 	}
@@ -330,6 +335,13 @@ func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
 	}
 	start := p.now()
 	res, err := p.callOnce(ctx, srv, call, args, true)
+	if err == nil {
+		if !known { // discovered by this call's session (a user-controlled server)
+			cat, _ := p.cat.snapshot()
+			tool, _ = cat.Lookup(srv.Name, call.Tool)
+		}
+		res = checkOutput(tool, res)
+	}
 	res.Elapsed = p.now().Sub(start)
 	return res, err
 }

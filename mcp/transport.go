@@ -72,6 +72,7 @@ type headerTransport struct {
 	base    http.RoundTripper
 	headers headerFunc
 	obs     *observer
+	probe   *taskProbe // nil: no tools/list capture
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -90,6 +91,9 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err == nil {
 		t.obs.saw(req, resp)
+		if t.probe != nil {
+			t.probe.capture(req, resp)
+		}
 		if req.Method == http.MethodPost && resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 			if d, ok := req.Context().Value(deliveryKey{}).(*atomic.Bool); ok {
 				d.Store(true)
@@ -140,13 +144,16 @@ const streamRetries = 2
 
 // transportFor builds the go-sdk transport of a server. env is the environment a stdio server's
 // process starts with (the pack's env entries are added).
-func transportFor(s *packs.Server, base http.RoundTripper, headers headerFunc, obs *observer, env []string, stderr io.Writer) (mcpsdk.Transport, error) {
-	client := &http.Client{Transport: &headerTransport{base: base, headers: headers, obs: obs}}
+// The probe reads the tools' execution.taskSupport from tools/list results.
+func transportFor(s *packs.Server, base http.RoundTripper, headers headerFunc, obs *observer, probe *taskProbe, env []string, stderr io.Writer) (mcpsdk.Transport, error) {
+	ht := &headerTransport{base: base, headers: headers, obs: obs}
+	client := &http.Client{Transport: ht}
 	switch s.Transport {
 	case packs.TransportStreamableHTTP:
+		ht.probe = probe
 		return &mcpsdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: client, MaxRetries: streamRetries}, nil
 	case packs.TransportSSE:
-		return &mcpsdk.SSEClientTransport{Endpoint: s.URL, HTTPClient: client}, nil
+		return &probeTransport{Transport: &mcpsdk.SSEClientTransport{Endpoint: s.URL, HTTPClient: client}, probe: probe}, nil
 	case packs.TransportStdio:
 		cmd := exec.Command(s.Command, s.Args...)
 		cmd.Env = append([]string(nil), env...)
@@ -154,7 +161,7 @@ func transportFor(s *packs.Server, base http.RoundTripper, headers headerFunc, o
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 		cmd.Stderr = stderr
-		return &mcpsdk.CommandTransport{Command: cmd}, nil
+		return &probeTransport{Transport: &mcpsdk.CommandTransport{Command: cmd}, probe: probe}, nil
 	}
 	return nil, fmt.Errorf("server %s: unsupported transport %q", s.Name, s.Transport)
 }
