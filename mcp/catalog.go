@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -24,6 +25,34 @@ type Tool struct {
 	InputSchema json.RawMessage
 	// ReadOnly is the server's readOnlyHint annotation (a hint, never trusted for access).
 	ReadOnly bool
+	// Title is the tool's display name (its title, else its annotations' title), if any.
+	Title string
+	// Annotations are the tools/list annotations as the server gave them (hints only, never
+	// trusted for access); nil when there were none.
+	Annotations *Annotations
+	// OutputSchema is the JSON Schema of the tool's structuredContent, if it declares one;
+	// [Pool.Call] checks every structured result against it.
+	OutputSchema json.RawMessage
+	// TaskSupport is the tool's execution.taskSupport ("" when not given, TaskForbidden or
+	// TaskOptional: a tool that requires tasks is not offered).
+	TaskSupport string
+
+	output *jsonschema.Resolved // OutputSchema, ready to validate with
+}
+
+// Annotations are the hints a server gives about a tool (MCP ToolAnnotations). Nil pointers are
+// hints the server did not give.
+type Annotations struct {
+	Title           string `json:"title,omitempty"`
+	ReadOnlyHint    bool   `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool  `json:"destructiveHint,omitempty"`
+	IdempotentHint  bool   `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
+}
+
+// LeftOut is a tool a server listed that is not offered, and why.
+type LeftOut struct {
+	Server, Name, Reason string
 }
 
 // Catalog is a snapshot of every tool the pool knows, with the version that changes whenever
@@ -117,24 +146,49 @@ func (c *catalog) snapshot() (Catalog, <-chan struct{}) {
 
 func sameTool(a, b Tool) bool {
 	return a.Server == b.Server && a.Name == b.Name && a.Description == b.Description &&
-		a.ReadOnly == b.ReadOnly && string(a.InputSchema) == string(b.InputSchema)
+		a.ReadOnly == b.ReadOnly && string(a.InputSchema) == string(b.InputSchema) &&
+		a.Title == b.Title && string(a.OutputSchema) == string(b.OutputSchema) &&
+		a.TaskSupport == b.TaskSupport && sameAnnotations(a.Annotations, b.Annotations)
 }
 
-// admit turns the tools a server listed into catalog entries: the allowlist applies, tools with
-// an invalid name or input schema are left out (with a warning naming them), duplicates keep the
-// first, and at most limit remain.
+func sameAnnotations(a, b *Annotations) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	eq := func(x, y *bool) bool { return (x == nil && y == nil) || (x != nil && y != nil && *x == *y) }
+	return a.Title == b.Title && a.ReadOnlyHint == b.ReadOnlyHint && a.IdempotentHint == b.IdempotentHint &&
+		eq(a.DestructiveHint, b.DestructiveHint) && eq(a.OpenWorldHint, b.OpenWorldHint)
+}
+
+// admit is admitAll without task support or the list of left-out tools.
 func admit(log *slog.Logger, s *packs.Server, listed []*mcpsdk.Tool, limit int) []Tool {
+	tools, _ := admitAll(log, s, listed, limit, nil)
+	return tools
+}
+
+// admitAll turns the tools a server listed into catalog entries: the allowlist applies, tools
+// with an invalid name, input schema or output schema are left out, and so are tools that
+// require task-augmented execution (taskSupport gives a tool's execution.taskSupport; nil means
+// none known); duplicates keep the first, and at most limit remain. It also returns the tools
+// left out, with the reason (each logged, up to ten).
+func admitAll(log *slog.Logger, s *packs.Server, listed []*mcpsdk.Tool, limit int, taskSupport func(string) string) ([]Tool, []LeftOut) {
 	out := make([]Tool, 0, min(len(listed), limit))
+	var left []LeftOut
 	seen := make(map[string]bool, len(listed))
-	skipped := 0
 	for _, t := range listed {
 		if t == nil || !s.Allowed(t.Name) || seen[t.Name] {
 			continue
 		}
-		schema, err := checkSchema(t)
+		tool, err := toTool(s.Name, t)
+		if err == nil && taskSupport != nil {
+			tool.TaskSupport = taskSupport(t.Name)
+			if tool.TaskSupport == TaskRequired {
+				err = errTaskRequired
+			}
+		}
 		if err != nil {
-			skipped++
-			if skipped <= 10 {
+			left = append(left, LeftOut{Server: s.Name, Name: truncate(t.Name, 128), Reason: err.Error()})
+			if len(left) <= 10 {
 				log.Warn("MCP tool left out", "server", s.Name, "tool", truncate(t.Name, 80), "error", err)
 			}
 			continue
@@ -145,14 +199,89 @@ func admit(log *slog.Logger, s *packs.Server, listed []*mcpsdk.Tool, limit int) 
 			break
 		}
 		seen[t.Name] = true
-		ro := t.Annotations != nil && t.Annotations.ReadOnlyHint
-		out = append(out, Tool{Server: s.Name, Name: t.Name, Description: t.Description, InputSchema: schema, ReadOnly: ro})
+		out = append(out, tool)
 	}
-	if skipped > 10 {
-		log.Warn("MCP tools left out", "server", s.Name, "count", skipped)
+	if len(left) > 10 {
+		log.Warn("MCP tools left out", "server", s.Name, "count", len(left))
 	}
 	slices.SortFunc(out, compareTools)
-	return out
+	return out, left
+}
+
+// errTaskRequired is why a tool that requires task-augmented execution is not offered.
+var errTaskRequired = errors.New("requires task-augmented execution (execution.taskSupport: required), which packbot does not support")
+
+// toTool checks a listed tool and builds its catalog entry (without task support).
+func toTool(server string, t *mcpsdk.Tool) (Tool, error) {
+	schema, err := checkSchema(t)
+	if err != nil {
+		return Tool{}, err
+	}
+	tool := Tool{Server: server, Name: t.Name, Description: t.Description, InputSchema: schema, Title: t.Title}
+	if a := t.Annotations; a != nil {
+		tool.ReadOnly = a.ReadOnlyHint
+		tool.Annotations = &Annotations{Title: a.Title, ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint,
+			IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
+		if tool.Title == "" {
+			tool.Title = a.Title
+		}
+	}
+	if t.OutputSchema != nil {
+		tool.OutputSchema, tool.output, err = checkOutputSchema(t.OutputSchema)
+		if err != nil {
+			return Tool{}, err
+		}
+	}
+	return tool, nil
+}
+
+// checkOutputSchema parses and resolves a tool's output schema, and returns it as JSON.
+func checkOutputSchema(v any) (json.RawMessage, *jsonschema.Resolved, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, fmt.Errorf("output schema: %w", err)
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, nil, fmt.Errorf("output schema is not a JSON Schema object: %w", err)
+	}
+	res, err := s.Resolve(nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("output schema: %w", err)
+	}
+	norm, err := json.Marshal(&s)
+	if err != nil {
+		return nil, nil, fmt.Errorf("output schema: %w", err)
+	}
+	return norm, res, nil
+}
+
+// maxSchemaError bounds the validation error a tool result carries to the LLM.
+const maxSchemaError = 500
+
+// checkOutput holds a tool's result to its output schema: a result that is not an error and
+// lacks structured content, or whose structured content does not match, becomes a tool error
+// that says so (the structured content is kept for the audit).
+func checkOutput(t Tool, res Result) Result {
+	if t.output == nil || res.IsError {
+		return res
+	}
+	if res.Structured == nil {
+		res.IsError = true
+		res.Text = fmt.Sprintf("The tool %s declares an output schema but returned no structured content; its result cannot be trusted.", t.Name)
+		return res
+	}
+	var v any
+	err := json.Unmarshal(res.Structured, &v)
+	if err == nil {
+		err = t.output.Validate(v)
+	}
+	if err != nil {
+		res.IsError = true
+		res.Text = fmt.Sprintf("The tool %s returned a structured result that does not match its output schema, so it was not used: %s",
+			t.Name, truncate(err.Error(), maxSchemaError))
+	}
+	return res
 }
 
 // checkSchema validates a tool's name and input schema and returns the schema as JSON.

@@ -30,6 +30,7 @@ type conn struct {
 	headers  headerFunc
 	env      []string
 	obs      observer
+	tasks    taskProbe
 	refresh  chan struct{} // list_changed signals, buffered 1
 
 	mu       sync.Mutex
@@ -132,7 +133,7 @@ func (c *conn) dial(ctx context.Context) (sess *mcpsdk.ClientSession, cancel fun
 		cancel()
 		return nil, nil, nil, fmt.Errorf("list tools of MCP server %s: %w", c.srv.Name, classify(lctx, err, &c.obs))
 	}
-	tools = admit(c.log(), c.srv, listed, c.p.maxTools)
+	tools, _ = admitAll(c.log(), c.srv, listed, c.p.maxTools, c.tasks.supportOf)
 	c.log().Info("MCP session open", "protocol", sess.InitializeResult().ProtocolVersion,
 		"tools", len(tools), "took", c.p.now().Sub(start))
 	return sess, cancel, tools, nil
@@ -140,7 +141,7 @@ func (c *conn) dial(ctx context.Context) (sess *mcpsdk.ClientSession, cancel fun
 
 // connect opens and initializes a session within the server's timeout.
 func (c *conn) connect(ctx context.Context) (*mcpsdk.ClientSession, func(), error) {
-	t, err := transportFor(c.srv, c.p.transport, c.headers, &c.obs, c.env, c.p.stderrFor(c.srv.Name))
+	t, err := transportFor(c.srv, c.p.transport, c.headers, &c.obs, &c.tasks, c.env, c.p.stderrFor(c.srv.Name))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -169,11 +170,17 @@ func (c *conn) connect(ctx context.Context) (*mcpsdk.ClientSession, func(), erro
 		cancelSession()
 		return nil, nil, fmt.Errorf("connect to MCP server %s: %w", c.srv.Name, classify(dctx, err, &c.obs))
 	}
+	// What the transport saw while connecting is settled: a server that does not speak
+	// 2026-07-28 answers the SDK's server/discover probe with HTTP 400 before the initialize
+	// fallback succeeds, and that answer must not explain a later failure.
+	c.obs.take()
 	return sess, cancelSession, nil
 }
 
 // list returns every tool the server lists, across pages, within bounds.
 func (c *conn) list(ctx context.Context, sess *mcpsdk.ClientSession) ([]*mcpsdk.Tool, error) {
+	c.tasks.beginList()
+	defer c.tasks.endList()
 	var all []*mcpsdk.Tool
 	params := &mcpsdk.ListToolsParams{}
 	for page := 1; ; page++ {
@@ -215,7 +222,8 @@ func (c *conn) watch(sess *mcpsdk.ClientSession, ended chan struct{}, cancel fun
 					c.log().Warn("MCP tool list refresh failed", "error", classify(ctx, err, &c.obs))
 					continue
 				}
-				c.p.listChanged(c, admit(c.log(), c.srv, listed, c.p.maxTools))
+				tools, _ := admitAll(c.log(), c.srv, listed, c.p.maxTools, c.tasks.supportOf)
+				c.p.listChanged(c, tools)
 			}
 		}
 	})
@@ -296,7 +304,8 @@ func (c *conn) endedChan() <-chan struct{} {
 
 // retriable reports whether a failed request certainly never reached the server, so that it is
 // safe to send it again on a new session: the connection was refused, or the server no longer
-// knew the session (it restarted).
+// knew the session (it restarted). The caller must also know that the server did not accept the
+// request (see withDelivery): a session can fail with these errors after a call was delivered.
 func retriable(err error) bool {
 	return errors.Is(err, mcpsdk.ErrSessionMissing) || isRefused(err)
 }

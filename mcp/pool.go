@@ -297,19 +297,22 @@ type Call struct {
 
 // Result is what a tool answered. IsError marks a tool-level failure, which goes back to the
 // LLM as the tool's result; transport and protocol failures are errors of [Pool.Call] instead.
+// A result that does not match the tool's output schema is such a failure.
 type Result struct {
 	IsError bool
 	// Text is the text content (other content is described in brackets); when the tool only
 	// returned structured content, its JSON.
 	Text string
-	// Structured is the tool's structuredContent, if any.
+	// Structured is the tool's structuredContent, if any (kept for the audit even when it did not
+	// match the tool's output schema).
 	Structured json.RawMessage
 	Elapsed    time.Duration
 }
 
-// Call calls a tool. It never retries a call that may have reached the server; it retries once,
-// on a new session, a call that certainly did not (connection refused, session unknown to a
-// restarted server, or an OAuth token refreshed after a 401).
+// Call calls a tool. It never retries a call that may have reached the server (one whose POST
+// the server accepted is never sent again, even when its stream is resumed or the session breaks
+// afterwards); it retries once, on a new session, a call that certainly did not (connection
+// refused, session unknown to a restarted server, or an OAuth token refreshed after a 401).
 func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
 	srv, ok := p.servers[call.Server]
 	if !ok {
@@ -318,8 +321,11 @@ func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
 	if !srv.Allowed(call.Tool) {
 		return Result{}, fmt.Errorf("%w: %s on %s (not in the server's allowlist)", ErrUnknownTool, call.Tool, srv.Name)
 	}
-	if cat, _ := p.cat.snapshot(); p.cat.known(srv.Name) {
-		if _, ok := cat.Lookup(srv.Name, call.Tool); !ok {
+	tool, known := Tool{}, p.cat.known(srv.Name)
+	if known {
+		cat, _ := p.cat.snapshot()
+		var ok bool
+		if tool, ok = cat.Lookup(srv.Name, call.Tool); !ok {
 			return Result{}, fmt.Errorf("%w: %s on %s", ErrUnknownTool, call.Tool, srv.Name)
 		}
 	}
@@ -329,6 +335,13 @@ func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
 	}
 	start := p.now()
 	res, err := p.callOnce(ctx, srv, call, args, true)
+	if err == nil {
+		if !known { // discovered by this call's session (a user-controlled server)
+			cat, _ := p.cat.snapshot()
+			tool, _ = cat.Lookup(srv.Name, call.Tool)
+		}
+		res = checkOutput(tool, res)
+	}
 	res.Elapsed = p.now().Sub(start)
 	return res, err
 }
@@ -350,6 +363,7 @@ func (p *Pool) callOnce(ctx context.Context, srv *packs.Server, call Call, args 
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
+	cctx, delivered := withDelivery(cctx)
 	out, err := sess.CallTool(cctx, &mcpsdk.CallToolParams{Name: call.Tool, Arguments: args})
 	if err == nil {
 		return toResult(out), nil
@@ -361,7 +375,7 @@ func (p *Pool) callOnce(ctx context.Context, srv *packs.Server, call Call, args 
 		return Result{IsError: true, Text: perr.Message}, nil
 	}
 	var retry func() (Result, error)
-	if mayRetry {
+	if mayRetry && !delivered.Load() {
 		retry = func() (Result, error) { return p.callOnce(ctx, srv, call, args, false) }
 	}
 	return p.failed(ctx, c, sess, fmt.Errorf("call %s on MCP server %s: %w", call.Tool, srv.Name, err), retry)

@@ -42,7 +42,9 @@ type SmokeReport struct {
 	ServerVersion string
 	Listed        int    // tools the server listed
 	Tools         []Tool // the tools packbot would offer (allowlist and schema checks applied)
-	Call          *Result
+	// LeftOut are the listed tools packbot would not offer (within the allowlist), with why.
+	LeftOut []LeftOut
+	Call    *Result
 }
 
 // Smoke connects to one server as the pool would (same transport, headers, timeout), initializes,
@@ -103,7 +105,7 @@ func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, e
 	}
 	cancelList()
 	rep.Listed = len(listed)
-	rep.Tools = admit(p.log, c.srv, listed, p.maxTools)
+	rep.Tools, rep.LeftOut = admitAll(p.log, c.srv, listed, p.maxTools, c.tasks.supportOf)
 	if o.Tool == "" {
 		return rep, nil
 	}
@@ -121,6 +123,9 @@ func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, e
 		return rep, fmt.Errorf("call %s: %w", o.Tool, classify(cctx, err, &c.obs))
 	}
 	res := toResult(out)
+	if i, ok := slices.BinarySearchFunc(rep.Tools, Tool{Server: s.Name, Name: o.Tool}, compareTools); ok {
+		res = checkOutput(rep.Tools[i], res)
+	}
 	res.Elapsed = rep.Steps[len(rep.Steps)-1].Took
 	rep.Call = &res
 	return rep, nil

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -71,6 +72,7 @@ type headerTransport struct {
 	base    http.RoundTripper
 	headers headerFunc
 	obs     *observer
+	probe   *taskProbe // nil: no tools/list capture
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -89,8 +91,29 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err == nil {
 		t.obs.saw(req, resp)
+		if t.probe != nil {
+			t.probe.capture(req, resp)
+		}
+		if req.Method == http.MethodPost && resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+			if d, ok := req.Context().Value(deliveryKey{}).(*atomic.Bool); ok {
+				d.Store(true)
+			}
+		}
 	}
 	return resp, err
+}
+
+// deliveryKey marks the context of one call with an *atomic.Bool that the HTTP transports set
+// once the server accepted the call's POST (a 2xx answer). From then on the call may have run:
+// it must not be sent again, even when the session breaks later — while its stream is being
+// resumed, or because another stream of the session failed and the SDK retired every pending
+// call with that stream's error (ErrSessionMissing from a restarted server included).
+type deliveryKey struct{}
+
+// withDelivery returns ctx marked as above, and the flag.
+func withDelivery(ctx context.Context) (context.Context, *atomic.Bool) {
+	d := new(atomic.Bool)
+	return context.WithValue(ctx, deliveryKey{}, d), d
 }
 
 // AuthError is an ErrAuth with what the server said.
@@ -108,15 +131,29 @@ func (e *AuthError) Error() string {
 
 func (e *AuthError) Unwrap() error { return ErrAuth }
 
+// streamRetries bounds how often the go-sdk reconnects one SSE stream (a call's, or the
+// standalone one) without progress before it gives up and fails the session. A server may close
+// a call's stream early (MCP 2025-11-25, with an SSE retry field); the SDK then reconnects with
+// GET and Last-Event-ID, never by posting the call again. The first attempt waits the server's
+// retry hint, the second the SDK's backoff (1.5–3 s): enough to ride out a closed stream or a
+// dropped connection, while a server that is gone is reported as unreachable about 3 s after
+// its hint, well inside the default 30 s call timeout (which bounds a call in any case, however
+// long the hint). The SDK's default (5) would take up to ~25 s; -1 (no reconnection) lost every
+// call whose stream a server closed early.
+const streamRetries = 2
+
 // transportFor builds the go-sdk transport of a server. env is the environment a stdio server's
 // process starts with (the pack's env entries are added).
-func transportFor(s *packs.Server, base http.RoundTripper, headers headerFunc, obs *observer, env []string, stderr io.Writer) (mcpsdk.Transport, error) {
-	client := &http.Client{Transport: &headerTransport{base: base, headers: headers, obs: obs}}
+// The probe reads the tools' execution.taskSupport from tools/list results.
+func transportFor(s *packs.Server, base http.RoundTripper, headers headerFunc, obs *observer, probe *taskProbe, env []string, stderr io.Writer) (mcpsdk.Transport, error) {
+	ht := &headerTransport{base: base, headers: headers, obs: obs}
+	client := &http.Client{Transport: ht}
 	switch s.Transport {
 	case packs.TransportStreamableHTTP:
-		return &mcpsdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: client, MaxRetries: -1}, nil
+		ht.probe = probe
+		return &mcpsdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: client, MaxRetries: streamRetries}, nil
 	case packs.TransportSSE:
-		return &mcpsdk.SSEClientTransport{Endpoint: s.URL, HTTPClient: client}, nil
+		return &probeTransport{Transport: &mcpsdk.SSEClientTransport{Endpoint: s.URL, HTTPClient: client}, probe: probe}, nil
 	case packs.TransportStdio:
 		cmd := exec.Command(s.Command, s.Args...)
 		cmd.Env = append([]string(nil), env...)
@@ -124,7 +161,7 @@ func transportFor(s *packs.Server, base http.RoundTripper, headers headerFunc, o
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 		cmd.Stderr = stderr
-		return &mcpsdk.CommandTransport{Command: cmd}, nil
+		return &probeTransport{Transport: &mcpsdk.CommandTransport{Command: cmd}, probe: probe}, nil
 	}
 	return nil, fmt.Errorf("server %s: unsupported transport %q", s.Name, s.Transport)
 }

@@ -146,6 +146,9 @@ func printSmoke(w io.Writer, rep *mcp.SmokeReport) {
 	for _, t := range rep.Tools {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.Name, oneLine(t.Description, 60), mcp.SchemaSummary(t.InputSchema))
 	}
+	for _, l := range rep.LeftOut {
+		fmt.Fprintf(tw, "  %s\tnot offered: %s\t\n", l.Name, l.Reason)
+	}
 	_ = tw.Flush()
 	if c := rep.Call; c != nil {
 		status := "ok"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
 )
@@ -101,6 +103,7 @@ type explainOptions struct {
 	name     string
 	all      bool
 	json     bool
+	connect  bool
 }
 
 func newPackExplainCmd(a *app) *cobra.Command {
@@ -118,7 +121,7 @@ guest (role "guest").`,
   packbot pack explain packs/wise-corporate --roles guest --json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPackExplain(a, firstArg(args), o)
+			return runPackExplain(cmd.Context(), a, firstArg(args), o)
 		},
 	}
 	f := cmd.Flags()
@@ -127,6 +130,7 @@ guest (role "guest").`,
 	f.StringVar(&o.name, "name", "", "the caller's display name, matched against the legacy adminAvatars")
 	f.BoolVar(&o.all, "all", false, "also list the named tools the caller does not get, with the reason")
 	f.BoolVar(&o.json, "json", false, "print JSON instead of text")
+	f.BoolVar(&o.connect, "connect", false, "also connect to each enabled admin-controlled server and list the tools it offers that packbot does not, with the reason")
 	return cmd
 }
 
@@ -148,6 +152,10 @@ type explainServer struct {
 	Enabled    bool          `json:"enabled"`
 	Tools      []explainTool `json:"tools"`
 	Others     explainTool   `json:"others"`
+	// NotOffered (with --connect) are the tools the server lists that packbot does not offer.
+	NotOffered []explainTool `json:"notOffered,omitempty"`
+	// Connect (with --connect) says why the server could not be listed, or was not contacted.
+	Connect string `json:"connect,omitempty"`
 }
 
 type explainOutput struct {
@@ -160,7 +168,7 @@ type explainOutput struct {
 	Servers       []explainServer `json:"servers"`
 }
 
-func runPackExplain(a *app, path string, o explainOptions) error {
+func runPackExplain(ctx context.Context, a *app, path string, o explainOptions) error {
 	p, err := a.loadPack(path, a.stderr)
 	if err != nil {
 		return err
@@ -183,6 +191,9 @@ func runPackExplain(a *app, path string, o explainOptions) error {
 			}
 		}
 		sort.SliceStable(s.Tools, func(i, j int) bool { return effectRank(s.Tools[i].Effect) < effectRank(s.Tools[j].Effect) })
+		if o.connect {
+			s.NotOffered, s.Connect = notOffered(ctx, a, *r.Server)
+		}
 		out.Servers = append(out.Servers, s)
 	}
 	if o.json {
@@ -191,6 +202,26 @@ func runPackExplain(a *app, path string, o explainOptions) error {
 		return enc.Encode(out)
 	}
 	return printExplain(a.stdout, out)
+}
+
+// notOffered lists the tools a server offers that packbot leaves out, with the reason (or why
+// the server was not listed).
+func notOffered(ctx context.Context, a *app, s packs.Server) ([]explainTool, string) {
+	switch {
+	case !s.Enabled:
+		return nil, ""
+	case s.UserControlled():
+		return nil, "not contacted: user-controlled (try packbot mcp smoke with a user's --header)"
+	}
+	rep, err := mcp.Smoke(ctx, s, mcp.SmokeOptions{Logger: a.logger})
+	if err != nil {
+		return nil, "could not list its tools: " + smokeReason(err, s)
+	}
+	out := make([]explainTool, 0, len(rep.LeftOut))
+	for _, l := range rep.LeftOut {
+		out = append(out, explainTool{Tool: l.Name, Effect: "not-offered", Reason: l.Reason})
+	}
+	return out, ""
 }
 
 func toExplainTool(name string, d rbac.Decision) explainTool {
@@ -237,6 +268,12 @@ func printExplain(w io.Writer, out explainOutput) error {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\n", strings.ToUpper(t.Effect), t.Tool, describeTool(t, out.Roles))
 		}
 		fmt.Fprintf(tw, "  other tools the server offers: %s (%s)\n", strings.ToUpper(s.Others.Effect), s.Others.Reason)
+		for _, t := range s.NotOffered {
+			fmt.Fprintf(tw, "  NOT OFFERED\t%s\t%s\n", t.Tool, t.Reason)
+		}
+		if s.Connect != "" {
+			fmt.Fprintf(tw, "  (%s)\n", s.Connect)
+		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
