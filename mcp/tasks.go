@@ -105,11 +105,14 @@ func isToolsList(req *http.Request) bool {
 	if err != nil {
 		return false
 	}
-	defer body.Close()
 	var m struct {
 		Method string `json:"method"`
 	}
-	return json.NewDecoder(io.LimitReader(body, 1<<16)).Decode(&m) == nil && m.Method == "tools/list"
+	ok := json.NewDecoder(io.LimitReader(body, 1<<16)).Decode(&m) == nil && m.Method == "tools/list"
+	if err := body.Close(); err != nil {
+		return false
+	}
+	return ok
 }
 
 // listCapture passes a response body through, reading the JSON-RPC messages in it: the whole
