@@ -240,7 +240,7 @@ func (db *DB) completePostgres(ctx context.Context, c store.Completion) (store.C
 	}
 
 	var ids []int64
-	err := db.groupRun(ctx, &db.completions, func(b *pgx.Batch) {
+	err := db.groupRun(ctx, &db.completions, l.ConnectionID, func(b *pgx.Batch) {
 		ids = nil
 		for _, s := range stmts {
 			b.Queue(s.sql, s.args...)

@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +16,12 @@ import (
 // pgx batch — one round trip, one transaction, one WAL flush. With one connection busy nothing
 // waits: a part goes out at once, alone. Under load the parts of a batch share what a
 // transaction costs PostgreSQL beyond its statements, which is most of what the inbox costs.
+//
+// The parts of a batch go in the order of their keys (connection ids; parts of one key in
+// arrival order), so that the lease rows a batch locks are locked in the order every other
+// multi-row write of the inbox locks them (see qRenewLeasesPostgres): two transactions never
+// wait for each other in a cycle, which PostgreSQL would break only after deadlock_timeout (1 s)
+// with every part of the batch waiting.
 //
 // A batch is all or nothing: when it fails (a fence, a lost connection), each of its parts is
 // run again alone, so that each gets its own result. No goroutine is started: the caller whose
@@ -29,6 +37,7 @@ type group struct {
 
 // groupPart is one caller's statements.
 type groupPart struct {
+	key string // the connection id
 	// queue adds the part's statements to b; their result callbacks set the part's outputs,
 	// and must first clear what an earlier run of the part set (a batch that failed).
 	queue func(b *pgx.Batch)
@@ -48,8 +57,8 @@ const groupBatchTimeout = 30 * time.Second
 
 // run runs the statements queue adds as part of a batch, and returns the part's error (the
 // batch's when it ran alone).
-func (db *DB) groupRun(ctx context.Context, g *group, queue func(b *pgx.Batch)) error {
-	p := &groupPart{queue: queue, wake: make(chan struct{}, 1)}
+func (db *DB) groupRun(ctx context.Context, g *group, key string, queue func(b *pgx.Batch)) error {
+	p := &groupPart{key: key, queue: queue, wake: make(chan struct{}, 1)}
 	g.mu.Lock()
 	g.waiting = append(g.waiting, p)
 	lead := !g.busy
@@ -68,9 +77,10 @@ func (db *DB) groupRun(ctx context.Context, g *group, queue func(b *pgx.Batch)) 
 	for done := false; !done; {
 		g.mu.Lock()
 		n := min(len(g.waiting), g.max)
-		batch := g.waiting[:n:n]
+		batch := slices.Clone(g.waiting[:n])
 		g.waiting = g.waiting[n:]
 		g.mu.Unlock()
+		slices.SortStableFunc(batch, func(a, b *groupPart) int { return strings.Compare(a.key, b.key) })
 		db.runGroupBatch(bctx, batch)
 		for _, q := range batch {
 			if q == p {

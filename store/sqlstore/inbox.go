@@ -89,9 +89,14 @@ const (
 	qForgetHolderLeases = `UPDATE inbox_leases SET holder = '', expires_at = 0 WHERE holder = $1`
 
 	// qRenewLeases* renew the leases of $1 (a holder) among the connections of $2 (a JSON
-	// array): SQL that differs by dialect only in how it reads the array.
-	qRenewLeasesPostgres = `UPDATE inbox_leases SET expires_at = $3
-	WHERE holder = $1 AND connection_id IN (SELECT json_array_elements_text($2::json)) RETURNING connection_id`
+	// array). On PostgreSQL the rows are locked in connection id order (byte order, as the
+	// completions of a group batch lock them), so that a renewal and a batch never deadlock.
+	qRenewLeasesPostgres = `WITH t AS (
+		SELECT connection_id FROM inbox_leases
+		WHERE holder = $1 AND connection_id IN (SELECT json_array_elements_text($2::json))
+		ORDER BY connection_id COLLATE "C" FOR UPDATE)
+	UPDATE inbox_leases l SET expires_at = $3 FROM t
+	WHERE l.connection_id = t.connection_id AND l.holder = $1 RETURNING l.connection_id`
 	qRenewLeasesSQLite = `UPDATE inbox_leases SET expires_at = $3
 	WHERE holder = $1 AND connection_id IN (SELECT value FROM json_each($2)) RETURNING connection_id`
 )

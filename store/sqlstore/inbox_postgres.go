@@ -91,7 +91,7 @@ func (db *DB) acceptPostgres(ctx context.Context, a store.Accept) (store.Accepte
 		expires int64
 		woken   int64
 	)
-	err := db.groupRun(ctx, &db.accepts, func(b *pgx.Batch) {
+	err := db.groupRun(ctx, &db.accepts, e.ConnectionID, func(b *pgx.Batch) {
 		b.Queue(qLockConnection, e.ConnectionID)
 		b.Queue(qAcceptPostgres, e.ConnectionID, e.Key, e.Kind, jsonArg(e.Payload), millis(a.Now), a.Holder,
 			millis(a.Now.Add(a.TTL)), db.salt).QueryRow(func(r pgx.Row) error {
