@@ -59,9 +59,10 @@ type worker struct {
 // spawn starts the worker of conn (b.mu held). l is the lease when the caller just took it.
 func (b *Bot) spawn(conn string, l *store.Lease) *worker {
 	w := &worker{b: b, conn: conn, log: b.log.With(slog.String("connection", conn)), signal: make(chan struct{}, 1), fresh: true,
-		backlog: true, memory: connMemory{st: b.st, key: "conn:" + conn}}
+		memory: connMemory{st: b.st, key: "conn:" + conn}}
 	if l != nil {
 		w.lease, w.held, w.fetch = *l, true, true
+		w.backlog = hadHolder(*l)
 	}
 	b.workers[conn] = w
 	b.wg.Add(1)
@@ -69,6 +70,12 @@ func (b *Bot) spawn(conn string, l *store.Lease) *worker {
 	go w.run()
 	return w
 }
+
+// hadHolder reports whether a lease just taken had a holder before (its epoch counts the takes
+// of the connection): only then may the outbox hold replies committed and not delivered. The
+// first lease of a new connection needs no look at the outbox — in a crowd of new users that
+// is a query per message saved.
+func hadHolder(l store.Lease) bool { return l.Epoch > 1 }
 
 // push queues it (b.mu held).
 func (w *worker) push(it item) {
@@ -264,7 +271,7 @@ func (w *worker) takeLease(ctx context.Context) bool {
 	b.mu.Unlock()
 	w.session = nil // another replica may have changed it meanwhile
 	w.memory.forget()
-	w.backlog = true
+	w.backlog = hadHolder(l)
 	b.stats.Takeovers.Add(1)
 	return true
 }
