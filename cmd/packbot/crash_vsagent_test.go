@@ -488,7 +488,9 @@ func TestCrashVSAgent(t *testing.T) {
 	v := newCrashVA(t, dsn)
 	start := time.Now()
 
-	v.serve.start()
+	// The load's first approval round needs the bank's tools: the first start waits for them
+	// (the restarts do not).
+	v.serve.start().waitLog(t, "MCP tool catalog updated")
 	load := v.startLoad(ctx, t, 4, 3, 150*time.Millisecond)
 	const kills = 10
 	v.serve.killLoop(ctx, rng, kills, 5*time.Second)
@@ -522,7 +524,9 @@ func TestPostgresRestartVSAgent(t *testing.T) {
 	v := newCrashVA(t, pg.DSN())
 	start := time.Now()
 
-	v.serve.start()
+	// The load's first approval round needs the bank's tools: the first start waits for them
+	// (the restarts do not).
+	v.serve.start().waitLog(t, "MCP tool catalog updated")
 	load := v.startLoad(ctx, t, 4, 3, 150*time.Millisecond)
 	const restarts = 3
 	var took []time.Duration
