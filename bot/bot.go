@@ -200,6 +200,15 @@ func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event) 
 	}
 	if acc.Duplicate {
 		b.stats.Duplicates.Add(1)
+		// A redelivery, or the retry of an accept whose commit went through but whose answer
+		// was lost (the store restarting): then the event waits, and the lease may be this
+		// process's with no worker here to handle it until the lease runs out. A worker is
+		// started (it takes the lease and fetches what is pending).
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.workers[conn] == nil && !b.stopping && acc.Lease.Holder == b.holder {
+			b.spawn(conn, nil)
+		}
 		return nil
 	}
 	b.stats.Accepted.Add(1)
