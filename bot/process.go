@@ -167,7 +167,9 @@ func (b *Bot) complete(ctx context.Context, w *worker, c store.Completion) ([]in
 			return nil, time.Time{}, outcomeFailed
 		}
 		w.log.WarnContext(ctx, "commit event: store unavailable; retrying", slog.Int64("event", c.EventID), slog.Any("err", err))
-		if !w.sleep(ctx, retryDelay(failures)) && ctx.Err() != nil {
+		// Not w.sleep: a new event's signal must not cut the backoff short (the completion
+		// would be retried in a busy loop for as long as the store is down).
+		if !pause(ctx, retryDelay(failures)) {
 			return nil, time.Time{}, outcomeRetry
 		}
 	}

@@ -199,7 +199,20 @@ func retryDelay(failures int) time.Duration {
 	return min(d, 5*time.Second)
 }
 
-// sleep waits d, or less when signalled (it reports false then) or when the work ends.
+// pause waits d, or until ctx ends (false).
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// sleep waits d, or less when signalled (it reports false then: the signal is taken, and the
+// caller goes back to the loop, which reads what it announced) or when the work ends.
 func (w *worker) sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -207,8 +220,7 @@ func (w *worker) sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	case <-w.signal:
-		w.poke() // keep the signal for the loop
-		return false
+		return false // the caller goes back to the loop, which reads what the signal announced
 	case <-ctx.Done():
 		return false
 	}

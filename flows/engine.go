@@ -343,6 +343,18 @@ func (e *Engine) counts(ctx context.Context, c rbac.Caller) menu.Counts {
 	}
 	e.countsMu.Unlock()
 	mine, decidable, err := e.appr.Counts(ctx, c)
+	// The store restarting: wait for it (about 6 s at most, as a completion would), rather than
+	// send a menu whose badges are gone — nothing would send the right one until the next change.
+	for delay := 50 * time.Millisecond; errors.Is(err, store.ErrUnavailable) && delay <= 4*time.Second; delay *= 2 {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return menu.Counts{}
+		case <-t.C:
+		}
+		mine, decidable, err = e.appr.Counts(ctx, c)
+	}
 	if err != nil {
 		e.log.WarnContext(ctx, "badge counts", slog.String("identity", c.Identity), slog.Any("err", err))
 		return menu.Counts{}
