@@ -286,7 +286,12 @@ func (s *Service) lease(a store.Approval) time.Duration {
 // is decided again from their latest session, then the tool runs and the outcome is recorded
 // and told to the requester.
 func (s *Service) execute(ctx context.Context, a store.Approval, approver string) store.Approval {
-	caller, ok := s.requester(ctx, a.Requester)
+	caller, ok, err := s.requester(ctx, a.Requester)
+	if err != nil {
+		// Not run: the claim runs out and the sweeper reports the execution interrupted.
+		s.log.ErrorContext(ctx, "approved call not run: the requester's roles cannot be read", slog.String("id", a.ID), slog.Any("err", err))
+		return a
+	}
 	row := store.AuditRecord{Identity: a.Requester, Roles: caller.Roles, Server: a.Server, Tool: a.Tool,
 		ArgsFingerprint: a.Fingerprint, Decision: store.DecisionApproval, ApprovalID: a.ID}
 	d := rbac.Decision{Effect: rbac.Deny, Reason: "the requester's roles are unknown"}
@@ -357,13 +362,29 @@ func (s *Service) finish(ctx context.Context, a store.Approval, exec string, res
 }
 
 // requester is the requester with the roles of their latest login.
-func (s *Service) requester(ctx context.Context, identity string) (rbac.Caller, bool) {
+//
+// A store that is restarting is waited for (about 6 s at most): an unreadable directory is not a
+// revoked access. The store's error (store.ErrUnavailable) is returned when it stays down.
+func (s *Service) requester(ctx context.Context, identity string) (rbac.Caller, bool, error) {
 	id, err := s.st.GetIdentity(ctx, identity)
+	for delay := 50 * time.Millisecond; errors.Is(err, store.ErrUnavailable) && delay <= 4*time.Second; delay *= 2 {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return rbac.Caller{}, false, ctx.Err()
+		case <-t.C:
+		}
+		id, err = s.st.GetIdentity(ctx, identity)
+	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return rbac.Caller{}, false, err
+	}
 	if err != nil {
 		s.log.WarnContext(ctx, "requester's roles", slog.String("identity", identity), slog.Any("err", err))
-		return rbac.Caller{}, false
+		return rbac.Caller{}, false, nil
 	}
-	return rbac.Caller{Identity: identity, DisplayName: id.DisplayName, Roles: id.Roles, Authenticated: true}, true
+	return rbac.Caller{Identity: identity, DisplayName: id.DisplayName, Roles: id.Roles, Authenticated: true}, true, nil
 }
 
 // Cancel cancels requester's own pending request; the approvers' notices commit with it.
