@@ -111,15 +111,16 @@ mcp:
 // harness is a bot on the memory channel, with real MCP servers, a scripted LLM and a real
 // store.
 type harness struct {
-	t     testing.TB
-	ch    *channeltest.Memory
-	st    store.Store
-	llm   *agenttest.Server
-	bank  *demoserver.Server
-	vault *demoserver.Server
-	pool  *mcp.Pool
-	appr  *approvals.Service
-	as    *oauthtest.AuthServer
+	t       testing.TB
+	ch      *channeltest.Memory
+	st      store.Store
+	llm     *agenttest.Server
+	bank    *demoserver.Server
+	vault   *demoserver.Server
+	records *demoserver.Server
+	pool    *mcp.Pool
+	appr    *approvals.Service
+	as      *oauthtest.AuthServer
 	// offset moves the approvals' clock (expiry tests).
 	offset atomic.Int64
 	bot    *bot.Bot
@@ -163,6 +164,11 @@ type harnessOptions struct {
 	idle time.Duration
 	// quiet discards the logs (a test that makes thousands of events, or measures the heap).
 	quiet bool
+	// writes adds the server "records": HollyHR-shaped writes (demoserver's Writes) that ask
+	// the user through elicitation, open to everyone.
+	writes bool
+	// elicitTimeout is the engine's ElicitTimeout (0: its default).
+	elicitTimeout time.Duration
 }
 
 type syncBuffer struct {
@@ -240,6 +246,21 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
       authentication: {mode: oauth2}
 `
 	}
+	if o.writes {
+		h.records = demoserver.New(&demoserver.Options{Name: "records", Writes: true})
+		rs := httptest.NewServer(h.records.Handler())
+		t.Cleanup(rs.Close)
+		env["RECORDS_URL"] = rs.URL + "/mcp"
+		servers += `
+    - name: records
+      url: "${RECORDS_URL}"
+      allowlist: [prepare_api_write, commit_api_write, request_time_off]
+      toolAccess:
+        roles:
+          guest: [prepare_api_write, commit_api_write, request_time_off]
+          employee: [prepare_api_write, commit_api_write, request_time_off]
+`
+	}
 	if o.authRequired {
 		env["AUTH_REQ"] = "true"
 	}
@@ -298,7 +319,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	}
 	h.ch = channeltest.NewMemory()
 	d := flows.Deps{Pack: p, Catalog: h.cat, Store: h.st, MCP: h.pool, Keyring: kr, Channel: channel.CapabilitiesOf(h.ch), Logger: log,
-		Approvals: h.appr}
+		Approvals: h.appr, ElicitTimeout: o.elicitTimeout}
 	if om != nil {
 		d.OAuth = om
 	}

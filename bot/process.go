@@ -68,7 +68,7 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 				b.hook(it.event)
 			}
 			fx, herr = b.flows.Handle(ctx, flows.Input{Session: &cur, Event: it.event, EventID: w.conn + "/" + strconv.FormatInt(it.id, 10),
-				Journal: j, Interrupted: interrupted, Memory: &w.memory})
+				Journal: j, Interrupted: interrupted, Memory: &w.memory, Conversation: w.conversation(it)})
 		}); p != "" {
 			return b.fail(ctx, w, it, p)
 		}

@@ -40,6 +40,10 @@ type worker struct {
 	lost    bool // the renewer found the lease taken over
 	stopped bool
 	signal  chan struct{}
+	// changed is closed at the next signal (a conversation waits on it); consumed are the
+	// events a conversation took as answers, not yet dropped from the queue.
+	changed  chan struct{}
+	consumed []int64
 
 	// Owned by the worker's goroutine.
 	lease   store.Lease
@@ -96,6 +100,10 @@ func (w *worker) stop() {
 }
 
 func (w *worker) poke() {
+	if w.changed != nil {
+		close(w.changed)
+		w.changed = nil
+	}
 	select {
 	case w.signal <- struct{}{}:
 	default:
@@ -113,9 +121,10 @@ func (w *worker) run() {
 	failures := 0
 	for {
 		b.mu.Lock()
-		in, fetch, stopped, lost := w.in, w.fetch, w.stopped, w.lost
-		w.in, w.fetch = nil, false
+		in, fetch, stopped, lost, consumed := w.in, w.fetch, w.stopped, w.lost, w.consumed
+		w.in, w.fetch, w.consumed = nil, false, nil
 		b.mu.Unlock()
+		w.dropConsumed(consumed)
 		if stopped || ctx.Err() != nil {
 			w.exit(false)
 			return
@@ -362,7 +371,8 @@ func (w *worker) exit(forget bool) {
 	}
 	// Events pushed meanwhile are in the inbox too; a replica that holds the connection, or
 	// the takeover sweep, finds them.
-	if len(w.in) > 0 && !b.stopping && !forget {
-		b.spawn(w.conn, nil).in = w.in
+	in := slices.DeleteFunc(w.in, func(it item) bool { return slices.Contains(w.consumed, it.id) })
+	if len(in) > 0 && !b.stopping && !forget {
+		b.spawn(w.conn, nil).in = in
 	}
 }

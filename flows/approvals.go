@@ -161,7 +161,10 @@ func (t *turn) chooseApproval(ctx context.Context, kind string, fs flowState, va
 		if value == choiceBack {
 			return t.pendingApprovals(ctx)
 		}
-		a, err := t.e.appr.Decide(ctx, t.caller(), fs.Extra["id"], value == choiceApprove)
+		// The approved call runs now: what its server asks goes to this approver.
+		cctx, stop := t.callContext(ctx)
+		a, err := t.e.appr.Decide(cctx, t.caller(), fs.Extra["id"], value == choiceApprove)
+		stop()
 		if err != nil {
 			return t.approvalError(ctx, err)
 		}

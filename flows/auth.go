@@ -73,6 +73,9 @@ func (t *turn) checkExpiry(ctx context.Context) error {
 
 // menuSelected runs the action of a menu item, if it is visible now.
 func (t *turn) menuSelected(ctx context.Context, ev channel.MenuSelected) error {
+	if ev.OptionID == cancelOption {
+		return t.sayKey(ctx, "NO_RUNNING_CALL") // the call it was for has ended
+	}
 	item, ok := t.e.menu.Item(ev.OptionID)
 	if !ok || !t.e.menu.Visible(item, t.menuState(ctx)) {
 		return t.sayKey(ctx, "UNKNOWN_MENU_OPTION")

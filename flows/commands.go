@@ -24,6 +24,9 @@ func (t *turn) command(ctx context.Context, line string) error {
 			return t.sayKey(ctx, "AUTH_REQUIRED")
 		}
 		return t.callCommand(ctx, rest)
+	case "/cancel":
+		// A running call takes /cancel while it runs; now there is none.
+		return t.sayKey(ctx, "NO_RUNNING_CALL")
 	case "/whoami":
 		roles := strings.Join(t.e.rbac.Roles(t.caller()), ", ")
 		if t.s.Authenticated {

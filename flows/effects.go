@@ -68,6 +68,9 @@ type Input struct {
 	// Memory reads chat memory (nil: the engine's store). The bot passes a reader that keeps
 	// the memory only its connection writes.
 	Memory MemoryReader
+	// Conversation lets the flow ask the user while it handles the event (a server's
+	// questions during a tool call); nil: such questions are declined.
+	Conversation Conversation
 }
 
 // MemoryReader reads chat memory ([store.Memory.LoadMemory]).

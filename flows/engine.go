@@ -48,6 +48,9 @@ type Deps struct {
 	Now     func() time.Time
 	// MaxText bounds inbound texts (default DefaultMaxText).
 	MaxText int
+	// ElicitTimeout bounds how long a server's question waits for the user (default
+	// DefaultElicitTimeout); then the question is cancelled.
+	ElicitTimeout time.Duration
 }
 
 // OAuthStarter begins an OAuth sign-in (mcp/oauth.Manager implements it).
@@ -73,7 +76,9 @@ type Engine struct {
 	now     func() time.Time
 	maxText int
 	canAuth bool
-	caps    channel.Capabilities
+	// elicitTimeout bounds a server's question to a user.
+	elicitTimeout time.Duration
+	caps          channel.Capabilities
 
 	agents agentCache
 
@@ -108,6 +113,9 @@ func New(d Deps) (*Engine, error) {
 	}
 	if e.maxText <= 0 {
 		e.maxText = DefaultMaxText
+	}
+	if e.elicitTimeout = d.ElicitTimeout; e.elicitTimeout <= 0 {
+		e.elicitTimeout = DefaultElicitTimeout
 	}
 	e.agents.entries = map[string]*toolSet{}
 	e.menuHasApprovals = e.appr != nil && hasPolicies(d.Pack)
@@ -156,6 +164,7 @@ type turn struct {
 	eventID string
 	journal Journal
 	memory  MemoryReader
+	conv    Conversation
 	// replyTo is the id of the inbound text being answered.
 	replyTo string
 }
@@ -225,7 +234,7 @@ func (t *turn) memoryKey() string {
 func (e *Engine) Handle(ctx context.Context, in Input) (Effects, error) {
 	var fx Effects
 	ev, s := in.Event, in.Session
-	t := &turn{e: e, conn: ev.Connection(), s: s, fx: &fx, eventID: in.EventID, journal: in.Journal, memory: in.Memory}
+	t := &turn{e: e, conn: ev.Connection(), s: s, fx: &fx, eventID: in.EventID, journal: in.Journal, memory: in.Memory, conv: in.Conversation}
 	if t.journal == nil {
 		t.journal = nopJournal{}
 	}

@@ -229,9 +229,15 @@ func (t *turn) invoke(ctx context.Context, ref toolRef, args json.RawMessage) (c
 	if err := t.journal.Begin(ctx, Step{Kind: StepToolCall, Server: ref.Server, Tool: ref.Tool, Fingerprint: fp}); err != nil {
 		return callOutcome{}, fmt.Errorf("record the call of %s/%s: %w", ref.Server, ref.Tool, err)
 	}
-	res, err := t.e.pool.Call(ctx, mcp.Call{Identity: t.s.Identity, Server: ref.Server, Tool: ref.Tool, Arguments: args})
+	cctx, stop := t.callContext(ctx)
+	res, err := t.e.pool.Call(cctx, mcp.Call{Identity: t.s.Identity, Server: ref.Server, Tool: ref.Tool, Arguments: args})
+	cancelled := stop()
 	row.Latency = res.Elapsed
 	switch {
+	case err != nil && cancelled:
+		row.Outcome, row.Error = store.OutcomeFailed, "cancelled by the user"
+		t.audit(ctx, row)
+		return callOutcome{Text: t.tr("MCP_CALL_CANCELLED", "tool", ref.Tool, "server", ref.Server), Failed: true}, nil
 	case err != nil:
 		row.Outcome, row.Error = store.OutcomeFailed, mcp.Classify(err)
 		t.audit(ctx, row)

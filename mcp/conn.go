@@ -43,6 +43,10 @@ type conn struct {
 	inflight int
 
 	confirmed atomic.Bool // the user's credential was seen to work
+
+	callMu      sync.Mutex
+	calls       map[string]*liveCall     // calls in flight, by progress token
+	completions map[string]chan struct{} // URL elicitations awaiting completion, by id
 }
 
 func newConn(p *Pool, srv *packs.Server, identity string, headers headerFunc, env []string) *conn {
@@ -146,7 +150,7 @@ func (c *conn) connect(ctx context.Context) (*mcpsdk.ClientSession, func(), erro
 		return nil, nil, err
 	}
 	refresh := c.refresh
-	client := mcpsdk.NewClient(&mcpsdk.Implementation{Name: c.p.clientName, Version: c.p.clientVersion}, &mcpsdk.ClientOptions{
+	opts := &mcpsdk.ClientOptions{
 		Logger: c.log(),
 		ToolListChangedHandler: func(context.Context, *mcpsdk.ToolListChangedRequest) {
 			select {
@@ -154,7 +158,21 @@ func (c *conn) connect(ctx context.Context) (*mcpsdk.ClientSession, func(), erro
 			default:
 			}
 		},
-	})
+		// Servers may ask the person a call is made for (form and URL elicitation), and report
+		// progress; sampling is declared only where the pack allows it. No roots: packbot has
+		// no file system to share.
+		Capabilities: &mcpsdk.ClientCapabilities{
+			Elicitation: &mcpsdk.ElicitationCapabilities{Form: &mcpsdk.FormElicitationCapabilities{}, URL: &mcpsdk.URLElicitationCapabilities{}},
+		},
+		ElicitationHandler:          c.elicit,
+		ElicitationCompleteHandler:  c.elicitationComplete,
+		ProgressNotificationHandler: c.progress,
+	}
+	if c.samples() {
+		//lint:ignore SA1019 sampling is deprecated from protocol 2026-07-28 only; servers of 2025-11-25 use it
+		opts.CreateMessageHandler = c.sample
+	}
+	client := mcpsdk.NewClient(&mcpsdk.Implementation{Name: c.p.clientName, Version: c.p.clientVersion}, opts)
 	dctx, cancelDial := context.WithTimeout(ctx, c.timeout())
 	defer cancelDial()
 	// The session's own context must not end with the dial (the SSE transport ties its stream to

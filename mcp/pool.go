@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,6 +41,9 @@ type Config struct {
 	Keyring     *secret.Keyring
 	// Authorizer supplies OAuth tokens for servers whose authentication mode is oauth2.
 	Authorizer Authorizer
+	// Sampler answers sampling requests of the servers whose pack entry allows sampling (nil:
+	// no server may sample).
+	Sampler Sampler
 	// OnRejected is called once when a server rejects a user's stored credential (the row turns
 	// failed), so that the user can be told once. It must not block.
 	OnRejected func(identity, server string)
@@ -84,6 +89,9 @@ type Pool struct {
 	auth          Authorizer
 	onRejected    func(identity, server string)
 
+	sampler Sampler
+	tokens  atomic.Uint64 // progress tokens of calls
+
 	servers map[string]*packs.Server
 	shared  map[string]*conn
 	cat     *catalog
@@ -101,7 +109,7 @@ func New(cfg Config) (*Pool, error) {
 		log: cfg.Logger, now: cfg.Now, transport: cfg.Transport, environ: cfg.Environ, stderr: cfg.Stderr,
 		clientName: cfg.ClientName, clientVersion: cfg.ClientVersion,
 		maxUsers: cfg.MaxUserSessions, maxTools: cfg.MaxTools,
-		creds: cfg.Credentials, keyring: cfg.Keyring, auth: cfg.Authorizer, onRejected: cfg.OnRejected,
+		creds: cfg.Credentials, keyring: cfg.Keyring, auth: cfg.Authorizer, onRejected: cfg.OnRejected, sampler: cfg.Sampler,
 		servers: make(map[string]*packs.Server), shared: make(map[string]*conn),
 		cat: newCatalog(), users: make(map[userKey]*list.Element), lru: list.New(),
 	}
@@ -361,10 +369,18 @@ func (p *Pool) callOnce(ctx context.Context, srv *packs.Server, call Call, args 
 		}
 		return p.failed(ctx, c, nil, err, retry)
 	}
-	cctx, cancel := context.WithTimeout(ctx, c.timeout())
-	defer cancel()
+	// The call's timeout is suspended while a person answers the server, and restarted by the
+	// server's progress notifications.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := startCallTimer(c.timeout(), func() { cancel(context.DeadlineExceeded) })
+	defer timer.stop()
+	lc := &liveCall{ctx: cctx, tool: call.Tool, token: "packbot-" + strconv.FormatUint(p.tokens.Add(1), 10), asker: askerFrom(ctx), timer: timer}
+	defer c.track(lc)()
 	cctx, delivered := withDelivery(cctx)
-	out, err := sess.CallTool(cctx, &mcpsdk.CallToolParams{Name: call.Tool, Arguments: args})
+	params := &mcpsdk.CallToolParams{Name: call.Tool, Arguments: args}
+	params.SetProgressToken(lc.token)
+	out, err := sess.CallTool(cctx, params)
 	if err == nil {
 		return toResult(out), nil
 	}

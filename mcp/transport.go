@@ -175,7 +175,7 @@ func classify(ctx context.Context, err error, obs *observer) error {
 	switch {
 	case status != 0:
 		return &AuthError{Status: status, Challenge: challenge}
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		return fmt.Errorf("%w: %w", ErrTimeout, err)
 	case errors.Is(err, context.Canceled), errors.Is(err, ErrNeedsAuthentication), errors.Is(err, ErrClosed):
 		return err

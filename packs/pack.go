@@ -160,6 +160,30 @@ type Server struct {
 	Allowlist             []string    `yaml:"allowlist"`
 	Instructions          string      `yaml:"instructions"`
 	Authentication        *ServerAuth `yaml:"authentication"`
+	// Sampling lets the server have the pack's LLM answer prompts during calls (MCP sampling);
+	// off unless enabled.
+	Sampling *Sampling `yaml:"sampling"`
+}
+
+// DefaultSamplingMaxTokens bounds a sampling answer when the pack gives no maxTokens.
+const DefaultSamplingMaxTokens = 1000
+
+// Sampling is a server's permission to use the pack's LLM (without tools).
+type Sampling struct {
+	Enabled bool `yaml:"enabled"`
+	// MaxTokens bounds each answer (the server's own, smaller, request wins).
+	MaxTokens int `yaml:"maxTokens"`
+}
+
+// SamplingAllowed reports whether the server may sample, and the token limit.
+func (s *Server) SamplingAllowed() (int, bool) {
+	if s.Sampling == nil || !s.Sampling.Enabled {
+		return 0, false
+	}
+	if s.Sampling.MaxTokens <= 0 {
+		return DefaultSamplingMaxTokens, true
+	}
+	return s.Sampling.MaxTokens, true
 }
 
 // UserControlled reports whether each user brings their own credentials to this server.

@@ -229,6 +229,9 @@ func (v *validator) server(path string, s *Server) {
 	if s.ToolAccess != nil {
 		v.toolAccess(joinPath(path, "toolAccess"), s)
 	}
+	if s.Sampling != nil && (s.Sampling.MaxTokens < 0 || s.Sampling.MaxTokens > 100_000) {
+		v.errorf(joinPath(path, "sampling.maxTokens"), "must be between 1 and 100000 (0 or absent: %d), not %d", DefaultSamplingMaxTokens, s.Sampling.MaxTokens)
+	}
 }
 
 // access checks what depends on the access mode: per-user configuration and OAuth.

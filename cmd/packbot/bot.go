@@ -21,7 +21,7 @@ import (
 
 // newBot builds the conversation: the i18n catalog, the LLM (when one is configured), the flows
 // engine and the bot's event loop on channel ch.
-func newBot(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, pool *mcp.Pool, om *oauth.Manager, ch channel.Channel, n *notifier) (*bot.Bot, *approvals.Service, error) {
+func newBot(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, pool *mcp.Pool, om *oauth.Manager, ch channel.Channel, n *notifier, model *agent.Model) (*bot.Bot, *approvals.Service, error) {
 	log := a.logger
 	cat, err := i18n.New(p)
 	if err != nil {
@@ -31,28 +31,17 @@ func newBot(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secr
 	if err != nil {
 		return nil, nil, err
 	}
-	var model *agent.Model
-	cfg, ok, err := agent.FromPack(p.LLM, a.getenv)
-	switch {
-	case err != nil:
-		return nil, nil, err
-	case ok:
-		cfg.Logger = log
-		if model, err = agent.New(cfg); err != nil {
-			return nil, nil, err
-		}
-		log.InfoContext(ctx, "language model", slog.String("provider", cfg.Provider), slog.String("model", cfg.Model))
-	default:
-		log.WarnContext(ctx, "no language model configured: the bot answers commands only",
-			slog.String("fix", "set OPENAI_API_KEY (or llm.baseUrl), ANTHROPIC_API_KEY or OLLAMA_ENDPOINT for the pack's llm.provider "+p.LLM.Provider))
-	}
 	appr, err := approvals.New(approvals.Config{Store: st, Pack: p, MCP: pool, Logger: log, Kick: n.kick,
 		BadgesChanged: n.badgesChanged, SweepEvery: sweepEvery})
 	if err != nil {
 		return nil, nil, err
 	}
+	elicitTimeout, err := durationEnv(a, "PACKBOT_ELICITATION_TIMEOUT", flows.DefaultElicitTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
 	d := flows.Deps{Pack: p, Catalog: cat, Store: st, MCP: pool, Model: model, Keyring: kr, Channel: channel.CapabilitiesOf(ch), Logger: log,
-		Approvals: appr}
+		Approvals: appr, ElicitTimeout: elicitTimeout}
 	if om != nil {
 		d.OAuth = om
 	}
@@ -62,6 +51,46 @@ func newBot(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secr
 	}
 	b, err := bot.New(bot.Config{Channel: ch, Store: st, Flows: engine, Logger: log, Keyring: kr, BeforeHandle: a.beforeHandle})
 	return b, appr, err
+}
+
+// newModel builds the pack's LLM client; nil (and a warning) when none is configured.
+func newModel(ctx context.Context, a *app, p *packs.Pack) (*agent.Model, error) {
+	log := a.logger
+	cfg, ok, err := agent.FromPack(p.LLM, a.getenv)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		log.WarnContext(ctx, "no language model configured: the bot answers commands only",
+			slog.String("fix", "set OPENAI_API_KEY (or llm.baseUrl), ANTHROPIC_API_KEY or OLLAMA_ENDPOINT for the pack's llm.provider "+p.LLM.Provider))
+		return nil, nil
+	}
+	cfg.Logger = log
+	model, err := agent.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	log.InfoContext(ctx, "language model", slog.String("provider", cfg.Provider), slog.String("model", cfg.Model))
+	return model, nil
+}
+
+// sampler answers MCP sampling requests with the pack's LLM, without tools.
+type sampler struct{ m *agent.Model }
+
+func (s sampler) Sample(ctx context.Context, r mcp.SampleRequest) (mcp.SampleResult, error) {
+	msgs := make([]agent.Message, 0, len(r.Messages))
+	for _, m := range r.Messages {
+		role := agent.RoleUser
+		if m.Role == "assistant" {
+			role = agent.RoleAssistant
+		}
+		msgs = append(msgs, agent.Message{Role: role, Content: m.Text})
+	}
+	text, model, err := s.m.Complete(ctx, r.SystemPrompt, msgs, r.MaxTokens)
+	if err != nil {
+		return mcp.SampleResult{}, fmt.Errorf("sample for MCP server %s: %w", r.Server, err)
+	}
+	return mcp.SampleResult{Text: text, Model: model}, nil
 }
 
 // durationEnv reads a duration variable (default def when unset).

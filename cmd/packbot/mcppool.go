@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/packbot/packbot/agent"
 	"github.com/packbot/packbot/bot"
 
 	"github.com/packbot/packbot/mcp"
@@ -19,12 +20,15 @@ import (
 // openMCP builds the MCP pool of the pack and, when the pack has OAuth servers and the bot can
 // seal tokens, the OAuth manager whose callback mounts on mux. It does no I/O: the pool connects
 // when it runs.
-func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, publicURL string, mux *http.ServeMux, n *notifier) (*mcp.Pool, *oauth.Manager, error) {
+func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, publicURL string, mux *http.ServeMux, n *notifier, model *agent.Model) (*mcp.Pool, *oauth.Manager, error) {
 	log := a.logger
 	cfg := mcp.Config{Servers: p.MCP.Servers, Logger: log, ClientName: "packbot", ClientVersion: version(),
 		OnRejected: func(identity, server string) {
 			n.notify(context.WithoutCancel(ctx), identity, bot.Notice{Key: "MCP_CREDENTIAL_REJECTED", Args: []string{"server", server}})
 		}}
+	if model != nil {
+		cfg.Sampler = sampler{model} // only servers whose pack entry allows sampling use it
+	}
 	var manager *oauth.Manager
 	if kr != nil {
 		cfg.Credentials, cfg.Keyring = st, kr

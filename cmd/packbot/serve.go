@@ -137,12 +137,16 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 		m.Mount(mux)
 	}
 	notices := &notifier{log: log}
-	pool, oauthManager, err := openMCP(ctx, a, p, st, kr, publicURL, mux, notices)
+	model, err := newModel(ctx, a, p)
+	if err != nil {
+		return err
+	}
+	pool, oauthManager, err := openMCP(ctx, a, p, st, kr, publicURL, mux, notices, model)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	b, appr, err := newBot(ctx, a, p, st, kr, pool, oauthManager, oc.ch, notices)
+	b, appr, err := newBot(ctx, a, p, st, kr, pool, oauthManager, oc.ch, notices, model)
 	if err != nil {
 		return err
 	}

@@ -92,9 +92,15 @@ type vaBot struct {
 // startVAApprovalsBot runs packbot on the vsagent channel with packTemplate (formatted with the
 // credential definition and the demo bank's URL) and a sweeper every 200 ms; the test fails if
 // packbot logs an error or rejects a webhook.
-func startVAApprovalsBot(t *testing.T, packTemplate string) *vaBot {
+func startVAApprovalsBot(t *testing.T, packTemplate string, env ...string) *vaBot {
 	t.Helper()
-	bank := demoserver.New(&demoserver.Options{Name: "bank"})
+	return startVABot(t, packTemplate, &demoserver.Options{Name: "bank"}, env...)
+}
+
+// startVABot is startVAApprovalsBot with the demo bank's options and more environment.
+func startVABot(t *testing.T, packTemplate string, bankOpts *demoserver.Options, env ...string) *vaBot {
+	t.Helper()
+	bank := demoserver.New(bankOpts)
 	bankSrv := httptest.NewServer(bank.Handler())
 	t.Cleanup(bankSrv.Close)
 	admin := newE2EAdmin(t)
@@ -113,16 +119,16 @@ func startVAApprovalsBot(t *testing.T, packTemplate string) *vaBot {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc := startPackbot(t, dir, []string{
+	proc := startPackbot(t, dir, append([]string{
 		"PACKBOT_CHANNEL=vsagent",
 		"VS_AGENT_ADMIN_URL=" + admin.srv.URL,
 		"PACKBOT_HTTP_ADDR=127.0.0.1:0",
 		"AGENT_PACK_PATH=" + pack,
 		"PACKBOT_DATA_DIR=" + filepath.Join(dir, "data"), // SQLite store
 		"PACKBOT_APPROVAL_SWEEP=200ms",
-	}, "serve")
+	}, env...), "serve")
 	b := &vaBot{e2eBot: &e2eBot{p: proc, addr: proc.waitServing(t), admin: admin}, dir: dir, bank: bank, cat: cat}
-	proc.waitLog(t, `msg="MCP tool catalog updated" component=mcp server=bank`)
+	proc.waitLog(t, `msg="MCP tool catalog updated" component=mcp server=`+bankOpts.Name)
 	t.Cleanup(func() {
 		if logs := proc.output(); strings.Contains(logs, "level=ERROR") || strings.Contains(logs, "webhook rejected") {
 			t.Errorf("packbot logged errors:\n%s", logs)

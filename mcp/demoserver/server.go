@@ -38,6 +38,9 @@ type Options struct {
 	// stateful mode negotiates 2025-11-25 and earlier (list_changed goes on the session's GET
 	// stream). SSE is the same in both.
 	Stateless bool
+	// Writes adds tools shaped like the HollyHR endpoint's writes (prepare_api_write,
+	// commit_api_write, request_time_off), which ask the user through form elicitation.
+	Writes bool
 }
 
 // Server is the demo bank's MCP server: one [Ledger] and one tool set shared by every session,
@@ -93,6 +96,9 @@ func New(opts *Options) *Server {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
 	s.registerBuiltins()
+	if o.Writes {
+		s.registerWrites()
+	}
 	return s
 }
 

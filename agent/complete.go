@@ -1,0 +1,34 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tmc/langchaingo/llms"
+)
+
+// Complete answers one prompt without tools (MCP sampling: a server has the pack's LLM write
+// something during a call). maxTokens > 0 bounds the answer. It returns the text and the model
+// that wrote it.
+func (m *Model) Complete(ctx context.Context, system string, msgs []Message, maxTokens int) (text, model string, err error) {
+	var lm []llms.MessageContent
+	if system != "" {
+		lm = append(lm, llms.TextParts(llms.ChatMessageTypeSystem, system))
+	}
+	if lm, err = m.appendMessages(lm, msgs...); err != nil {
+		return "", "", fmt.Errorf("complete: %w", err)
+	}
+	opts := m.callOpts
+	if maxTokens > 0 {
+		opts = append(opts[:len(opts):len(opts)], llms.WithMaxTokens(maxTokens))
+	}
+	p := &probe{}
+	resp, err := m.llm.GenerateContent(context.WithValue(ctx, probeKey{}, p), lm, opts...)
+	if err != nil {
+		return "", "", fmt.Errorf("complete: %w", m.classify(ctx, err, p))
+	}
+	if resp == nil || len(resp.Choices) == 0 {
+		return "", "", fmt.Errorf("complete: %s: %w: empty response", m.cfg.Provider, ErrProvider)
+	}
+	return resp.Choices[0].Content, m.cfg.Model, nil
+}
