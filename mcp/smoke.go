@@ -17,7 +17,8 @@ import (
 
 // SmokeOptions tune [Smoke].
 type SmokeOptions struct {
-	// Headers are added to (and override) the server's pack headers.
+	// Headers are added to (and override) the server's pack headers: the place for a user's
+	// credentials, such as the bearer of an OAuth sign-in (cmd gets it from mcp/oauth's Loopback).
 	Headers map[string]string
 	// Tool, when set, is called with Arguments once the tools are listed.
 	Tool      string
@@ -53,8 +54,8 @@ type SmokeReport struct {
 // failure is a Result with IsError.
 func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, error) {
 	s.Enabled = true
-	s.AccessMode = packs.AdminControlled // the smoke test brings its own headers
-	s.UserConfig, s.Authentication = nil, nil
+	s.AccessMode = packs.AdminControlled      // the smoke test brings its own headers
+	s.UserConfig, s.Authentication = nil, nil // a user's credentials come in o.Headers (cmd signs in to an OAuth server first)
 	if s.TimeoutMs <= 0 {
 		s.TimeoutMs = packs.DefaultTimeoutMs
 	}

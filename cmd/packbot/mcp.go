@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -19,7 +20,9 @@ import (
 
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/mcp/demoserver"
+	"github.com/packbot/packbot/mcp/oauth"
 	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/store/secret"
 )
 
 func newMCPCmd(a *app) *cobra.Command {
@@ -37,6 +40,7 @@ type smokeOptions struct {
 	headers []string
 	call    string
 	args    string
+	signIn  signInOptions
 }
 
 func newMCPSmokeCmd(a *app) *cobra.Command {
@@ -51,13 +55,23 @@ reason in plain words when the server cannot be reached, refuses the credentials
 WWW-Authenticate challenge is shown), or does not speak MCP.
 
 The pack is found as 'serve' finds it (--pack, AGENT_PACK_PATH, ./agent-packs, the embedded
-demo). For a user-controlled server, give the user's credentials with --header.`,
+demo). For a user-controlled server, give the user's credentials with --header.
+
+A server with authentication.mode: oauth2 is signed in to as command-line tools do (RFC 8252),
+unless --header gives an Authorization: smoke listens on 127.0.0.1, prints the line
+"Open this URL to sign in: <url>" on stderr and waits for the browser to come back there, then
+uses the token. It registers itself at the authorization server unless --client-id (or the
+pack's clientId) names a client. The tokens are forgotten at exit unless --data-dir keeps them,
+sealed under MCP_CONFIG_ENCRYPTION_KEY, for the next run, which then needs no browser.`,
 		Example: `  packbot mcp smoke --server bank
   packbot mcp smoke --pack packs/wise-corporate --server wise --header "Authorization=Bearer $TOKEN"
-  packbot mcp smoke --server bank --call get_exchange_rate --args '{"from":"EUR","to":"USD"}'`,
+  packbot mcp smoke --server bank --call get_exchange_rate --args '{"from":"EUR","to":"USD"}'
+  packbot mcp smoke --pack my-pack.yaml --server notes --data-dir ~/.packbot-smoke`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runMCPSmoke(cmd.Context(), a, o)
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runMCPSmoke(ctx, a, o)
 		},
 	}
 	f := cmd.Flags()
@@ -66,6 +80,7 @@ demo). For a user-controlled server, give the user's credentials with --header.`
 	f.StringArrayVar(&o.headers, "header", nil, "extra request header NAME=VALUE (repeatable); overrides the pack's")
 	f.StringVar(&o.call, "call", "", "tool to call after listing")
 	f.StringVar(&o.args, "args", "{}", "JSON object of arguments for --call")
+	o.signIn.bind(f)
 	return cmd
 }
 
@@ -78,17 +93,59 @@ func runMCPSmoke(ctx context.Context, a *app, o smokeOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := o.signIn.check(srv); err != nil {
+		return err
+	}
 	headers := make(map[string]string, len(o.headers))
 	for _, h := range o.headers {
 		k, v, ok := strings.Cut(h, "=")
 		if !ok || strings.TrimSpace(k) == "" {
 			return fmt.Errorf("--header %q: use NAME=VALUE", h)
 		}
-		headers[strings.TrimSpace(k)] = v
+		headers[http.CanonicalHeaderKey(strings.TrimSpace(k))] = v
 	}
 	w := a.stdout
 	fmt.Fprintf(w, "server %s: %s %s\n", srv.Name, srv.Transport, target(srv))
-	rep, err := mcp.Smoke(ctx, srv, mcp.SmokeOptions{Headers: headers, Tool: o.call, Arguments: json.RawMessage(o.args), Logger: a.logger})
+
+	// An OAuth server: sign in first, unless --header brings the token.
+	var signIn *smokeSignIn
+	var from oauth.TokenSource
+	bearer := func(get func(context.Context) (secret.Value, oauth.TokenSource, error)) error {
+		tok, src, err := get(ctx)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "FAILED: %s\n", signInReason(err, o.signIn))
+			return exitError{code: 1}
+		}
+		from, headers["Authorization"] = src, "Bearer "+tok.Reveal()
+		fmt.Fprintf(w, "sign-in: %s\n", src)
+		return nil
+	}
+	if _, given := headers["Authorization"]; srv.OAuth() && !given {
+		if signIn, err = openSignIn(ctx, a, o.signIn, srv); err != nil {
+			return err
+		}
+		defer func() {
+			// The throwaway store holds only tokens sealed under a key that dies with the process.
+			if err := signIn.close(); err != nil {
+				a.logger.WarnContext(ctx, "close the token store", slog.Any("err", err))
+			}
+		}()
+		if err := bearer(signIn.Token); err != nil {
+			return err
+		}
+	}
+
+	so := mcp.SmokeOptions{Headers: headers, Tool: o.call, Arguments: json.RawMessage(o.args), Logger: a.logger}
+	rep, err := mcp.Smoke(ctx, srv, so)
+	var aerr *mcp.AuthError
+	if signIn != nil && from != oauth.FromBrowser && errors.As(err, &aerr) && aerr.Status == http.StatusUnauthorized {
+		// The stored token looked fresh but the server refused it: refresh, or sign in again.
+		fmt.Fprintf(w, "the server refused the %s token (HTTP 401)\n", from)
+		if err := bearer(signIn.Rejected); err != nil {
+			return err
+		}
+		rep, err = mcp.Smoke(ctx, srv, so)
+	}
 	printSmoke(w, rep)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "FAILED: %s\n", smokeReason(err, srv))
@@ -175,6 +232,9 @@ func smokeReason(err error, s packs.Server) string {
 		msg := fmt.Sprintf("the server refused the credentials (HTTP %d)", aerr.Status)
 		if aerr.Challenge != "" {
 			msg += "\n  WWW-Authenticate: " + aerr.Challenge
+		}
+		if s.OAuth() {
+			return msg + "\n  the OAuth token was refused: check the pack's authentication.scopes and issuer"
 		}
 		return msg + "\n  give them with --header \"Authorization=Bearer …\" or in the server's headers in the pack"
 	case errors.Is(err, mcp.ErrTimeout):

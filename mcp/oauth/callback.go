@@ -32,7 +32,11 @@ var (
 // the PKCE verifier and resource, stores the sealed tokens, consumes the pending authorization
 // and calls Config.OnAuthorized. The answer is a small HTML page. Any replica sharing the store
 // can serve it.
-func (m *Manager) CallbackHandler() http.Handler {
+func (m *Manager) CallbackHandler() http.Handler { return m.callbackHandler(nil) }
+
+// callbackHandler is CallbackHandler whose page says what reword makes of the result (nil: as
+// it is).
+func (m *Manager) callbackHandler(reword func(callbackResult) callbackResult) http.Handler {
 	page := template.Must(template.New("page").Parse(pageHTML))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
@@ -44,6 +48,9 @@ func (m *Manager) CallbackHandler() http.Handler {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 3*m.timeout)
 		defer cancel()
 		res := m.callback(ctx, r.URL.Query())
+		if reword != nil {
+			res = reword(res)
+		}
 		h := w.Header()
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		h.Set("Cache-Control", "no-store")

@@ -19,6 +19,10 @@
 // [mcp.Authorizer], refreshing before expiry and, after a 401, once more before asking the user
 // to authorize again.
 //
+// A command-line tool (packbot mcp smoke) signs its user in with a [Loopback] instead (RFC 8252):
+// the browser comes back to a listener on 127.0.0.1 and a free port, registered as the redirect
+// URI of a native client.
+//
 // The package owns the OAuth protocol and its rows; it does not open MCP sessions (package mcp
 // does, asking [Manager.Token] for the bearer), talk to the user (the conversation flow sends the
 // link and reacts to Config.OnAuthorized), or serve HTTP (cmd mounts the callback handler).

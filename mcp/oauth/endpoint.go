@@ -206,7 +206,7 @@ func (m *Manager) register(ctx context.Context, hc *http.Client, endpoint string
 		"grant_types":                []string{"authorization_code", "refresh_token"},
 		"response_types":             []string{"code"},
 		"token_endpoint_auth_method": method,
-		"application_type":           "web",
+		"application_type":           m.applicationType(),
 	}
 	payload, err := json.Marshal(meta)
 	if err != nil {
@@ -260,6 +260,16 @@ func (m *Manager) register(ctx context.Context, hc *http.Client, endpoint string
 		expires = time.Unix(int64(rr.ClientSecretExpiresAt), 0)
 	}
 	return c, expires, nil
+}
+
+// applicationType is the application_type of a registration (OpenID Connect Dynamic Client
+// Registration §2): native for a command-line client, whose loopback redirect URI a web client
+// may not have (RFC 8252 §8.4).
+func (m *Manager) applicationType() string {
+	if m.native {
+		return "native"
+	}
+	return "web"
 }
 
 // chooseAuthMethod picks how to authenticate at the token endpoint from what the authorization

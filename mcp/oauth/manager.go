@@ -122,6 +122,7 @@ type Manager struct {
 	pollInterval  time.Duration // how often a refresh waiting on another process's lease looks again
 	instance      string        // prefix of the refresh leases this Manager takes
 	locks         keyLocks
+	native        bool // a command-line client with a loopback redirect URI ([Loopback])
 }
 
 // New checks cfg and returns a Manager. It does no I/O.

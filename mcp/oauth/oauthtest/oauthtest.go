@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -82,13 +83,17 @@ type AuthServer struct {
 	access        map[string]asAccess
 	refresh       map[string]asRefresh
 	Registrations int
-	// RegisteredMethods lists the token_endpoint_auth_method of each registration request.
+	// RegisteredMethods lists the token_endpoint_auth_method of each registration request,
+	// RegisteredTypes their application_type.
 	RegisteredMethods []string
-	Refreshes         int
-	Exchanges         int
-	Revocations       int
-	AuthMethods       []string // how clients authenticated at the token endpoint
-	secrets           []string // every secret issued or received, for the log check
+	RegisteredTypes   []string
+	// Authorizations counts the requests to the authorize endpoint.
+	Authorizations int
+	Refreshes      int
+	Exchanges      int
+	Revocations    int
+	AuthMethods    []string // how clients authenticated at the token endpoint
+	secrets        []string // every secret issued or received, for the log check
 }
 
 type asClient struct {
@@ -253,6 +258,7 @@ func (as *AuthServer) register(w http.ResponseWriter, r *http.Request) {
 		RedirectURIs []string `json:"redirect_uris"`
 		Method       string   `json:"token_endpoint_auth_method"`
 		GrantTypes   []string `json:"grant_types"`
+		AppType      string   `json:"application_type"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.RedirectURIs) == 0 {
 		oauthError(w, http.StatusBadRequest, "invalid_client_metadata")
@@ -262,6 +268,7 @@ func (as *AuthServer) register(w http.ResponseWriter, r *http.Request) {
 	defer as.mu.Unlock()
 	as.Registrations++
 	as.RegisteredMethods = append(as.RegisteredMethods, req.Method)
+	as.RegisteredTypes = append(as.RegisteredTypes, req.AppType)
 	id := fmt.Sprintf("client-%d", as.Registrations)
 	c := asClient{method: req.Method, redirects: req.RedirectURIs}
 	if c.method == "" {
@@ -297,9 +304,10 @@ func (as *AuthServer) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	as.mu.Lock()
 	defer as.mu.Unlock()
+	as.Authorizations++
 	c, ok := as.clients[q.Get("client_id")]
 	redirect := q.Get("redirect_uri")
-	if !ok || !slices.Contains(c.redirects, redirect) {
+	if !ok || !slices.ContainsFunc(c.redirects, func(r string) bool { return sameRedirect(r, redirect) }) {
 		http.Error(w, "unknown client or redirect_uri", http.StatusBadRequest) // never redirect then
 		return
 	}
@@ -325,6 +333,22 @@ func (as *AuthServer) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	back.RawQuery = answer.Encode()
 	http.Redirect(w, r, back.String(), http.StatusFound)
+}
+
+// sameRedirect compares a registered redirect URI with a requested one. A loopback IP redirect
+// URI matches on any port, as RFC 8252 §7.3 requires of authorization servers (a command-line
+// client listens on whatever port is free).
+func sameRedirect(registered, requested string) bool {
+	if registered == requested {
+		return true
+	}
+	ru, err1 := url.Parse(registered)
+	qu, err2 := url.Parse(requested)
+	if err1 != nil || err2 != nil || ru.Scheme != "http" || qu.Scheme != "http" {
+		return false
+	}
+	ip := net.ParseIP(ru.Hostname())
+	return ip != nil && ip.IsLoopback() && ru.Hostname() == qu.Hostname() && ru.Path == qu.Path && ru.RawQuery == qu.RawQuery
 }
 
 // clientOf authenticates the client of a token or revocation request.
