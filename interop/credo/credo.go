@@ -7,14 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/packbot/packbot/interop/internal/nodetest"
 )
 
 // Options configure a harness agent; the zero value (or nil) is a default Credo wallet.
@@ -168,9 +168,9 @@ func Start(t testing.TB, opts *Options) *Agent {
 	}
 	dir := opts.Dir
 	if dir == "" {
-		dir = sourceDir()
+		dir = nodetest.Dir()
 	}
-	node := nodeAndHarness(t, dir)
+	node := nodetest.Node(t, dir, "@credo-ts/didcomm", "the Credo harness")
 	label := opts.Label
 	if label == "" {
 		label = "Credo wallet"
@@ -195,28 +195,14 @@ func StartMediator(t testing.TB, opts *MediatorOptions) *Agent {
 	}
 	dir := opts.Dir
 	if dir == "" {
-		dir = sourceDir()
+		dir = nodetest.Dir()
 	}
-	node := nodeAndHarness(t, dir)
+	node := nodetest.Node(t, dir, "@credo-ts/didcomm", "the Credo harness")
 	extra := []string{"--role", "mediator"}
 	if opts.Endpoint != "" {
 		extra = append(extra, "--endpoint", opts.Endpoint)
 	}
 	return start(t, node, dir, "Credo mediator", opts.LogLevel, extra)
-}
-
-// nodeAndHarness returns node's path, or skips (fails under CI=true) when node or the
-// harness's node_modules is missing.
-func nodeAndHarness(t testing.TB, dir string) string {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		unavailable(t, "node is not on PATH (Node 20 or later is needed)")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@credo-ts", "didcomm")); err != nil {
-		unavailable(t, fmt.Sprintf("the Credo harness is not installed: run `npm ci --ignore-scripts` in %s", dir))
-	}
-	return node
 }
 
 func start(t testing.TB, node, dir, label, logLevel string, extra []string) *Agent {
@@ -284,23 +270,6 @@ func start(t testing.TB, node, dir, label, logLevel string, extra []string) *Age
 	}
 	a.Endpoint, a.Endpoints = ready.Endpoint, ready.Endpoints
 	return a
-}
-
-func unavailable(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
-
-// sourceDir is the directory of this file, where harness.mjs is.
-func sourceDir() string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "."
-	}
-	return filepath.Dir(file)
 }
 
 // Stop asks the harness to shut down, kills it if it does not exit in time, and waits until
