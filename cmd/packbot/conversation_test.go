@@ -42,6 +42,12 @@ type e2e struct {
 
 func newE2E(t *testing.T, postgres bool, extraEnv ...string) *e2e {
 	t.Helper()
+	return newE2EPack(t, "testdata/conversation", postgres, extraEnv...)
+}
+
+// newE2EPack is newE2E with the pack in packDir.
+func newE2EPack(t *testing.T, packDir string, postgres bool, extraEnv ...string) *e2e {
+	t.Helper()
 	e := &e2e{t: t, dir: t.TempDir(), llm: agenttest.New(t)}
 	e.vault = demoserver.New(&demoserver.Options{Name: "vault", Token: e2eToken})
 	vs := httptest.NewServer(e.vault.Handler())
@@ -56,7 +62,7 @@ func newE2E(t *testing.T, postgres bool, extraEnv ...string) *e2e {
 	}
 	e.addr = ln.Addr().String()
 	_ = ln.Close()
-	pack, err := filepath.Abs("testdata/conversation")
+	pack, err := filepath.Abs(packDir)
 	if err != nil {
 		t.Fatal(err)
 	}
