@@ -39,6 +39,9 @@ type Config struct {
 	Keyring     *secret.Keyring
 	// Authorizer supplies OAuth tokens for servers whose authentication mode is oauth2.
 	Authorizer Authorizer
+	// Machine supplies OAuth tokens for admin-controlled servers whose authentication mode is
+	// client_credentials; [New] refuses such a server without it.
+	Machine MachineAuthorizer
 	// OnRejected is called once when a server rejects a user's stored credential (the row turns
 	// failed), so that the user can be told once. It must not block.
 	OnRejected func(identity, server string)
@@ -82,6 +85,7 @@ type Pool struct {
 	creds         store.Credentials
 	keyring       *secret.Keyring
 	auth          Authorizer
+	machine       MachineAuthorizer
 	onRejected    func(identity, server string)
 
 	servers map[string]*packs.Server
@@ -101,7 +105,7 @@ func New(cfg Config) (*Pool, error) {
 		log: cfg.Logger, now: cfg.Now, transport: cfg.Transport, environ: cfg.Environ, stderr: cfg.Stderr,
 		clientName: cfg.ClientName, clientVersion: cfg.ClientVersion,
 		maxUsers: cfg.MaxUserSessions, maxTools: cfg.MaxTools,
-		creds: cfg.Credentials, keyring: cfg.Keyring, auth: cfg.Authorizer, onRejected: cfg.OnRejected,
+		creds: cfg.Credentials, keyring: cfg.Keyring, auth: cfg.Authorizer, machine: cfg.Machine, onRejected: cfg.OnRejected,
 		servers: make(map[string]*packs.Server), shared: make(map[string]*conn),
 		cat: newCatalog(), users: make(map[userKey]*list.Element), lru: list.New(),
 	}
@@ -151,7 +155,11 @@ func New(cfg Config) (*Pool, error) {
 		}
 		p.servers[s.Name] = s
 		if !s.UserControlled() {
-			p.shared[s.Name] = newConn(p, s, "", staticHeaders(s.Headers), p.stdioEnv(s, nil))
+			headers, err := p.sharedHeaders(s)
+			if err != nil {
+				return nil, err
+			}
+			p.shared[s.Name] = newConn(p, s, "", headers, p.stdioEnv(s, nil))
 		}
 	}
 	return p, nil
