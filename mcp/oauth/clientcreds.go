@@ -100,25 +100,7 @@ const renewQuiet = time.Minute
 func NewMachine(cfg MachineConfig) (*Machine, error) {
 	d := &Manager{http: cfg.HTTPClient, timeout: cfg.Timeout, log: cfg.Logger, now: cfg.Now,
 		refreshBefore: cfg.RefreshBefore, clientName: cfg.ClientName}
-	if d.http == nil {
-		d.http = &http.Client{}
-	}
-	if d.timeout <= 0 {
-		d.timeout = DefaultTimeout
-	}
-	d.guard = guard{base: d.http.Transport, timeout: d.timeout}
-	if d.log == nil {
-		d.log = slog.New(slog.DiscardHandler)
-	}
-	if d.now == nil {
-		d.now = time.Now
-	}
-	if d.refreshBefore <= 0 {
-		d.refreshBefore = DefaultRefreshBefore
-	}
-	if d.clientName == "" {
-		d.clientName = DefaultClientName
-	}
+	d.fillDefaults()
 	m := &Machine{d: d, servers: make(map[string]*machineServer)}
 	for _, s := range cfg.Servers {
 		if !s.Enabled || !s.ClientCredentials() {
