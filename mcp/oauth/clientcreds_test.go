@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,6 +226,22 @@ func TestMachineRenewAfter401(t *testing.T) {
 		t.Fatalf("grants, refusals = %d, %d, want 2, 1", n, refusals)
 	}
 
+	// Calls refused together share one new token.
+	e.clock.Advance(2 * time.Minute)
+	e.as.RevokeAccess()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if text, err := e.call(); err != nil || text != "you are "+machineID {
+				t.Errorf("concurrent call after a revocation: %q, %v", text, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := e.grants(); n != 3 {
+		t.Fatalf("grants after 8 concurrent refused calls = %d, want 3 (one new token for all)", n)
+	}
+
 	e.clock.Advance(2 * time.Minute) // the new token is still fresh
 	e.as.Set(func(as *testAS) { as.RefuseTokens = true })
 	_, err := e.call()
@@ -232,8 +249,8 @@ func TestMachineRenewAfter401(t *testing.T) {
 	if !errors.Is(err, mcp.ErrAuth) || !errors.As(err, &ae) || ae.Status != 401 {
 		t.Fatalf("call with every token refused: %v, want an *mcp.AuthError with HTTP 401", err)
 	}
-	if n := e.grants(); n != 3 {
-		t.Errorf("grants = %d, want 3 (one new token for the refused call, no more)", n)
+	if n := e.grants(); n != 4 {
+		t.Errorf("grants = %d, want 4 (one new token for the refused call, no more)", n)
 	}
 	t.Logf("refused: %v", err)
 
