@@ -41,6 +41,21 @@ type Authorizer interface {
 	Refresh(ctx context.Context, identity, server string) (string, error)
 }
 
+// MachineAuthorizer supplies the OAuth 2.1 access tokens that packbot holds as itself for the
+// shared sessions of admin-controlled servers whose authentication mode is client_credentials
+// (package mcp/oauth implements it with the client-credentials grant). Both methods are safe for
+// concurrent use; the pool calls them for every HTTP request of those sessions, so Token must
+// answer from its cache while the token is fresh.
+type MachineAuthorizer interface {
+	// Token returns a valid access token for server, requesting a new one first when the
+	// current one is about to expire. Errors wrap ErrAuth when the authorization server refused
+	// packbot's client credentials, ErrUnreachable when it could not be asked.
+	Token(ctx context.Context, server string) (string, error)
+	// Renew returns an access token other than rejected, which the server refused (an HTTP 401):
+	// the one another caller got meanwhile, or a new one. Errors as Token.
+	Renew(ctx context.Context, server, rejected string) (string, error)
+}
+
 // StepUpper is an optional capability of an [Authorizer] (package mcp/oauth has it): after an
 // HTTP 403 on an OAuth server, the pool hands it the server's WWW-Authenticate challenge instead
 // of refreshing. It returns an error wrapping ErrNeedsAuthentication when the user must

@@ -44,6 +44,9 @@ type Config struct {
 	// Sampler answers sampling requests of the servers whose pack entry allows sampling (nil:
 	// no server may sample).
 	Sampler Sampler
+	// Machine supplies OAuth tokens for admin-controlled servers whose authentication mode is
+	// client_credentials; [New] refuses such a server without it.
+	Machine MachineAuthorizer
 	// OnRejected is called once when a server rejects a user's stored credential (the row turns
 	// failed), so that the user can be told once. It must not block.
 	OnRejected func(identity, server string)
@@ -87,6 +90,7 @@ type Pool struct {
 	creds         store.Credentials
 	keyring       *secret.Keyring
 	auth          Authorizer
+	machine       MachineAuthorizer
 	onRejected    func(identity, server string)
 
 	sampler Sampler
@@ -109,7 +113,7 @@ func New(cfg Config) (*Pool, error) {
 		log: cfg.Logger, now: cfg.Now, transport: cfg.Transport, environ: cfg.Environ, stderr: cfg.Stderr,
 		clientName: cfg.ClientName, clientVersion: cfg.ClientVersion,
 		maxUsers: cfg.MaxUserSessions, maxTools: cfg.MaxTools,
-		creds: cfg.Credentials, keyring: cfg.Keyring, auth: cfg.Authorizer, onRejected: cfg.OnRejected, sampler: cfg.Sampler,
+		creds: cfg.Credentials, keyring: cfg.Keyring, auth: cfg.Authorizer, machine: cfg.Machine, onRejected: cfg.OnRejected, sampler: cfg.Sampler,
 		servers: make(map[string]*packs.Server), shared: make(map[string]*conn),
 		cat: newCatalog(), users: make(map[userKey]*list.Element), lru: list.New(),
 	}
@@ -159,7 +163,11 @@ func New(cfg Config) (*Pool, error) {
 		}
 		p.servers[s.Name] = s
 		if !s.UserControlled() {
-			p.shared[s.Name] = newConn(p, s, "", staticHeaders(s.Headers), p.stdioEnv(s, nil))
+			headers, err := p.sharedHeaders(s)
+			if err != nil {
+				return nil, err
+			}
+			p.shared[s.Name] = newConn(p, s, "", headers, p.stdioEnv(s, nil))
 		}
 	}
 	return p, nil

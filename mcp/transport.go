@@ -73,22 +73,33 @@ type headerTransport struct {
 	headers headerFunc
 	obs     *observer
 	probe   *taskProbe // nil: no tools/list capture
+	// renewable: headers can renew their credential after a 401 (see renewal).
+	renewable bool
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	out, sent := req, map[string]secret.Value(nil)
 	if t.headers != nil {
 		h, err := t.headers(req.Context())
 		if err != nil {
 			return nil, err
 		}
-		if len(h) > 0 {
-			req = req.Clone(req.Context())
-			for k, v := range h {
-				req.Header.Set(k, v.Reveal())
-			}
+		out, sent = withHeaders(req, h), h
+	}
+	resp, err := t.base.RoundTrip(out)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && t.renewable && sent != nil {
+		again, rerr := t.renew(req, sent)
+		if rerr != nil || again != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+			_ = resp.Body.Close()
+		}
+		switch {
+		case rerr != nil:
+			return nil, rerr
+		case again != nil:
+			resp, err = t.base.RoundTrip(again)
 		}
 	}
-	resp, err := t.base.RoundTrip(req)
 	if err == nil {
 		t.obs.saw(req, resp)
 		if t.probe != nil {
@@ -101,6 +112,55 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// withHeaders returns req with h set (a clone when h is not empty).
+func withHeaders(req *http.Request, h map[string]secret.Value) *http.Request {
+	if len(h) == 0 {
+		return req
+	}
+	req = req.Clone(req.Context())
+	for k, v := range h {
+		req.Header.Set(k, v.Reveal())
+	}
+	return req
+}
+
+// renewal is in the context of a header lookup made after the server answered 401 to the
+// headers rejected, for a server whose headers can renew their credential (a client-credentials
+// token, see [Pool.sharedHeaders]): the headerFunc renews it and sets renewed. For other
+// servers the 401 stands (a user's OAuth token is refreshed by [Pool.Call] instead, typed
+// credentials are marked failed).
+type renewal struct {
+	rejected map[string]secret.Value
+	renewed  bool
+}
+
+type renewalKey struct{}
+
+// renew returns req to send again with renewed headers after a 401, or nil when the headers
+// cannot be renewed or the body cannot be sent again. A 401 means the server did not act on
+// the request, so sending it once more is safe; it is done once, never again for the answer
+// to the second try. An error is the renewal's (e.g. the authorization server refused).
+func (t *headerTransport) renew(req *http.Request, sent map[string]secret.Value) (*http.Request, error) {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return nil, nil
+	}
+	r := &renewal{rejected: sent}
+	h, err := t.headers(context.WithValue(req.Context(), renewalKey{}, r))
+	if err != nil || !r.renewed {
+		return nil, err
+	}
+	again := withHeaders(req, h)
+	if req.GetBody != nil {
+		if again == req {
+			again = req.Clone(req.Context())
+		}
+		if again.Body, err = req.GetBody(); err != nil {
+			return nil, nil
+		}
+	}
+	return again, nil
 }
 
 // deliveryKey marks the context of one call with an *atomic.Bool that the HTTP transports set
@@ -146,7 +206,7 @@ const streamRetries = 2
 // process starts with (the pack's env entries are added).
 // The probe reads the tools' execution.taskSupport from tools/list results.
 func transportFor(s *packs.Server, base http.RoundTripper, headers headerFunc, obs *observer, probe *taskProbe, env []string, stderr io.Writer) (mcpsdk.Transport, error) {
-	ht := &headerTransport{base: base, headers: headers, obs: obs}
+	ht := &headerTransport{base: base, headers: headers, obs: obs, renewable: s.ClientCredentials()}
 	client := &http.Client{Transport: ht}
 	switch s.Transport {
 	case packs.TransportStreamableHTTP:
@@ -177,7 +237,8 @@ func classify(ctx context.Context, err error, obs *observer) error {
 		return &AuthError{Status: status, Challenge: challenge}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		return fmt.Errorf("%w: %w", ErrTimeout, err)
-	case errors.Is(err, context.Canceled), errors.Is(err, ErrNeedsAuthentication), errors.Is(err, ErrClosed):
+	case errors.Is(err, context.Canceled), errors.Is(err, ErrNeedsAuthentication), errors.Is(err, ErrClosed),
+		errors.Is(err, ErrAuth): // a machine token the authorization server refused
 		return err
 	case errors.Is(err, mcpsdk.ErrSessionMissing):
 		return fmt.Errorf("%w: %w", ErrUnreachable, err)

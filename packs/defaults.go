@@ -97,6 +97,12 @@ func fillDerived(p *Pack, present func(path string) bool) {
 				s.Transport = TransportStdio
 			}
 		}
+		if a := s.Authentication; a != nil && a.Mode == AuthClientCredentials && a.TokenEndpointAuthMethod == "" {
+			a.TokenEndpointAuthMethod = ClientSecretBasic
+			if a.PrivateKeyFile != "" {
+				a.TokenEndpointAuthMethod = PrivateKeyJWT
+			}
+		}
 		if s.UserConfig != nil {
 			for j := range s.UserConfig.Fields {
 				f := &s.UserConfig.Fields[j]

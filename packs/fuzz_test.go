@@ -23,6 +23,8 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("mcp: {servers: [{name: a, url: '${X:-http://h}'}]}"), `[{"name":"b","command":"c"}]`)
 	f.Add([]byte("a: &x [*x]"), "")
+	f.Add([]byte("mcp: {servers: [{name: m, url: 'http://h/mcp', authentication: {mode: client_credentials, clientId: c, privateKeyFile: k.pem}}]}"),
+		`[{"name":"n","url":"http://h","authentication":{"mode":"client_credentials","clientId":"c","clientSecret":"${X}"}}]`)
 	f.Fuzz(func(t *testing.T, data []byte, serversConfig string) {
 		env := packs.MapEnv(map[string]string{"MCP_SERVERS_CONFIG": serversConfig, "X": "1"})
 		p, err := packs.Parse("fuzz.yaml", data, env)

@@ -135,6 +135,7 @@ func Parse(source string, data []byte, env Env) (*Pack, error) {
 	}
 	applyOverrides(d, p, env)
 	fillDerived(p, func(path string) bool { _, ok := d.index[path]; return ok })
+	resolveFiles(d, p)
 	resolveUnset(d, p)
 	validate(p, d)
 	return p, finish(p, ps)
@@ -237,6 +238,27 @@ func resolveUnset(d *decoder, p *Pack) {
 	for path, vars := range d.unresolved {
 		d.ps.add(Error, lookupPos(d, path), path, "%s not set: set it, or remove the placeholder (an unset variable in a URL, a secret or a command is an error)",
 			describeVars(vars))
+	}
+}
+
+// resolveFiles makes the relative file paths of the pack relative to the folder of the file
+// they were written in, so that a pack means the same whatever the working directory. A path
+// from MCP_SERVERS_CONFIG or the embedded pack stays relative to the working directory.
+func resolveFiles(d *decoder, p *Pack) {
+	for i := range p.MCP.Servers {
+		a := p.MCP.Servers[i].Authentication
+		if a == nil || a.PrivateKeyFile == "" || filepath.IsAbs(a.PrivateKeyFile) {
+			continue
+		}
+		path := joinPath(joinPath(indexPath("mcp.servers", i), "authentication"), "privateKeyFile")
+		if _, unset := d.unresolved[path]; unset {
+			continue
+		}
+		file := lookupPos(d, path).File
+		if file == "" || strings.HasPrefix(file, "$") || strings.HasPrefix(file, "embedded:") {
+			continue
+		}
+		a.PrivateKeyFile = filepath.Join(filepath.Dir(file), a.PrivateKeyFile)
 	}
 }
 

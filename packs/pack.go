@@ -192,6 +192,12 @@ func (s *Server) UserControlled() bool { return s.AccessMode == UserControlled }
 // OAuth reports whether users sign in to this server with OAuth 2.1.
 func (s *Server) OAuth() bool { return s.Authentication != nil && s.Authentication.Mode == AuthOAuth2 }
 
+// ClientCredentials reports whether packbot itself gets OAuth 2.1 tokens for this
+// (admin-controlled) server with the client-credentials grant.
+func (s *Server) ClientCredentials() bool {
+	return s.Authentication != nil && s.Authentication.Mode == AuthClientCredentials
+}
+
 // Allowed reports whether the server's allowlist (if any) admits tool.
 func (s *Server) Allowed(tool string) bool {
 	return len(s.Allowlist) == 0 || slices.Contains(s.Allowlist, tool)
@@ -276,10 +282,26 @@ type ApprovalPolicy struct {
 	AllowSelfApproval bool `yaml:"allowSelfApproval"`
 }
 
-// AuthOAuth2 is the only authentication mode of a server.
-const AuthOAuth2 = "oauth2"
+// Authentication modes of a server (packbot extension).
+const (
+	// AuthOAuth2: each user signs in with OAuth 2.1 (user-controlled servers).
+	AuthOAuth2 = "oauth2"
+	// AuthClientCredentials: packbot signs in as itself with the OAuth 2.1 client-credentials
+	// grant, for the shared session of an admin-controlled server.
+	AuthClientCredentials = "client_credentials"
+)
 
-// ServerAuth configures OAuth 2.1 for a user-controlled server (packbot extension).
+// How packbot authenticates at the token endpoint in client_credentials mode (RFC 7591 §2
+// names; private_key_jwt is RFC 7523's JWT assertion).
+const (
+	ClientSecretBasic = "client_secret_basic"
+	ClientSecretPost  = "client_secret_post"
+	PrivateKeyJWT     = "private_key_jwt"
+)
+
+// ServerAuth configures OAuth 2.1 for a server (packbot extension): users' sign-in on a
+// user-controlled server (mode oauth2), or packbot's own client-credentials grant on an
+// admin-controlled one (mode client_credentials).
 type ServerAuth struct {
 	Mode         string   `yaml:"mode"`
 	ClientID     string   `yaml:"clientId"`
@@ -287,8 +309,23 @@ type ServerAuth struct {
 	Scopes       []string `yaml:"scopes"`
 	// Issuer, optional, is the authorization server the pack trusts for this server: its
 	// metadata must list it, and the server's 401 may then point at protected-resource
-	// metadata on the issuer's origin as well as on the server's own.
+	// metadata on the issuer's origin as well as on the server's own. In client_credentials
+	// mode it is also where the token endpoint is looked up when the server publishes no
+	// protected-resource metadata.
 	Issuer string `yaml:"issuer" pack:"url"`
+
+	// TokenEndpointAuthMethod (client_credentials only) is how packbot authenticates at the
+	// token endpoint: client_secret_basic, client_secret_post or private_key_jwt. Default:
+	// private_key_jwt when PrivateKeyFile is set, else client_secret_basic.
+	TokenEndpointAuthMethod string `yaml:"tokenEndpointAuthMethod"`
+	// PrivateKeyFile (private_key_jwt only) is the PEM file of the private key that signs the
+	// client assertions: an EC P-256 key signs ES256, an RSA key (2048 bits or more) RS256. A
+	// relative path is relative to the folder of the file it is written in (the working
+	// directory for MCP_SERVERS_CONFIG and the embedded pack); [Load] makes it so.
+	PrivateKeyFile string `yaml:"privateKeyFile" pack:"strict"`
+	// KeyID (private_key_jwt only, optional) is the kid put in the assertions' header, for
+	// authorization servers that hold several keys of the client.
+	KeyID string `yaml:"keyId"`
 }
 
 // Text is a string that may be given per language: either a plain string, or a map from

@@ -1,7 +1,10 @@
 package packs
 
 import (
+	"encoding/pem"
+	"fmt"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -236,16 +239,22 @@ func (v *validator) server(path string, s *Server) {
 
 // access checks what depends on the access mode: per-user configuration and OAuth.
 func (v *validator) access(path string, s *Server) {
-	if s.Authentication != nil {
+	if a := s.Authentication; a != nil {
 		ap := joinPath(path, "authentication")
-		if s.Authentication.Mode != AuthOAuth2 {
-			v.errorf(joinPath(ap, "mode"), "unknown authentication mode %q: use oauth2", s.Authentication.Mode)
+		switch a.Mode {
+		case AuthOAuth2:
+			if !s.UserControlled() {
+				v.errorf(ap, "OAuth applies to user-controlled servers (each user signs in); set accessMode: user-controlled, "+
+					"or mode: client_credentials for packbot to sign in as itself")
+			}
+			v.machineOnly(ap, a)
+		case AuthClientCredentials:
+			v.clientCredentials(path, s)
+		default:
+			v.errorf(joinPath(ap, "mode"), "unknown authentication mode %q: use oauth2 (each user signs in) or client_credentials (packbot signs in as itself)", a.Mode)
 		}
-		if !s.UserControlled() {
-			v.errorf(ap, "OAuth applies to user-controlled servers (each user signs in); set accessMode: user-controlled")
-		}
-		if s.Authentication.Issuer != "" {
-			v.httpURL(joinPath(ap, "issuer"), s.Authentication.Issuer)
+		if a.Issuer != "" {
+			v.httpURL(joinPath(ap, "issuer"), a.Issuer)
 		}
 	}
 	if !s.UserControlled() {
@@ -351,4 +360,95 @@ func grantedByRole(ta *ToolAccess, tool string) bool {
 		}
 	}
 	return false
+}
+
+// clientCredentials checks a server on which packbot signs in as itself (client-credentials
+// grant): an admin-controlled HTTP server, a client id, and the secret or key its token
+// endpoint authentication method needs.
+func (v *validator) clientCredentials(path string, s *Server) {
+	a, ap := s.Authentication, joinPath(path, "authentication")
+	if s.UserControlled() {
+		v.errorf(joinPath(ap, "mode"), "client_credentials is packbot's own sign-in, for the shared session of an admin-controlled server; "+
+			"set accessMode: admin-controlled, or mode: oauth2 so that each user signs in")
+	}
+	if s.Transport == TransportStdio {
+		v.errorf(joinPath(ap, "mode"), "client_credentials needs an HTTP transport (streamable-http or sse); give a stdio server its credentials in env")
+	}
+	if strings.TrimSpace(a.ClientID) == "" {
+		v.errorf(joinPath(ap, "clientId"), "client_credentials needs the clientId that the authorization server registered for packbot")
+	}
+	for name := range s.Headers {
+		if strings.EqualFold(name, DefaultHeaderName) {
+			v.warnf(joinPath(joinPath(path, "headers"), name), "replaced by the client_credentials access token: remove it")
+		}
+	}
+	mp := joinPath(ap, "tokenEndpointAuthMethod")
+	if !v.oneOf(mp, a.TokenEndpointAuthMethod, []string{ClientSecretBasic, ClientSecretPost, PrivateKeyJWT}, "token endpoint auth method") {
+		return
+	}
+	if a.TokenEndpointAuthMethod != PrivateKeyJWT {
+		if a.ClientSecret == "" {
+			v.errorf(joinPath(ap, "clientSecret"), "%s needs clientSecret: write clientSecret: ${NAME} and keep the secret in the environment, "+
+				"or use privateKeyFile with private_key_jwt", a.TokenEndpointAuthMethod)
+		}
+		if a.PrivateKeyFile != "" || a.KeyID != "" {
+			v.warnf(mp, "privateKeyFile and keyId are ignored with %s: set tokenEndpointAuthMethod: private_key_jwt to sign with the key", a.TokenEndpointAuthMethod)
+		}
+		return
+	}
+	if a.ClientSecret != "" {
+		v.warnf(joinPath(ap, "clientSecret"), "ignored with private_key_jwt, which signs with privateKeyFile: remove it")
+	}
+	kp := joinPath(ap, "privateKeyFile")
+	if a.PrivateKeyFile == "" {
+		v.errorf(kp, "private_key_jwt needs privateKeyFile: the PEM file of the private key packbot signs its assertions with (EC P-256 for ES256, RSA for RS256)")
+		return
+	}
+	if _, unresolved := v.d.unresolved[kp]; !unresolved {
+		if problem := checkKeyFile(a.PrivateKeyFile); problem != "" {
+			v.errorf(kp, "%s", problem)
+		}
+	}
+}
+
+// machineOnly warns about client_credentials fields on a server where users sign in.
+func (v *validator) machineOnly(ap string, a *ServerAuth) {
+	for field, set := range map[string]bool{"tokenEndpointAuthMethod": a.TokenEndpointAuthMethod != "",
+		"privateKeyFile": a.PrivateKeyFile != "", "keyId": a.KeyID != ""} {
+		if set {
+			v.warnf(joinPath(ap, field), "ignored with mode oauth2: it applies to mode client_credentials")
+		}
+	}
+}
+
+// maxKeyFile bounds what is read of a private key file.
+const maxKeyFile = 64 << 10
+
+// checkKeyFile returns what is wrong with a private key file, or "": it must be a readable
+// regular file holding a PEM private key. The key itself is parsed by package mcp/oauth.
+func checkKeyFile(path string) string {
+	info, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%v: give the path of the PEM private key (relative to the pack's folder)", err)
+	case !info.Mode().IsRegular():
+		return fmt.Sprintf("%s is not a regular file: give the path of the PEM private key", path)
+	case info.Size() > maxKeyFile:
+		return fmt.Sprintf("%s is %d bytes, too large for a PEM private key", path, info.Size())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("%v: make the file readable by packbot", err)
+	}
+	defer clear(data)
+	for rest := data; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return fmt.Sprintf("%s holds no PEM private key (want a -----BEGIN PRIVATE KEY----- block: PKCS#8, or SEC1 EC / PKCS#1 RSA)", path)
+		}
+		if strings.HasSuffix(block.Type, "PRIVATE KEY") {
+			clear(block.Bytes)
+			return ""
+		}
+	}
 }

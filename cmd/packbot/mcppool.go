@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -18,8 +19,10 @@ import (
 )
 
 // openMCP builds the MCP pool of the pack and, when the pack has OAuth servers and the bot can
-// seal tokens, the OAuth manager whose callback mounts on mux. It does no I/O: the pool connects
-// when it runs.
+// seal tokens, the OAuth manager whose callback mounts on mux; when the pack has
+// client_credentials servers, the machine client that gets packbot's own tokens for them (it
+// reads their private key files, and a key it cannot use stops serve). It does no network I/O:
+// the pool connects when it runs.
 func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, publicURL string, mux *http.ServeMux, n *notifier, model *agent.Model) (*mcp.Pool, *oauth.Manager, error) {
 	log := a.logger
 	cfg := mcp.Config{Servers: p.MCP.Servers, Logger: log, ClientName: "packbot", ClientVersion: version(),
@@ -33,7 +36,7 @@ func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *sec
 	if kr != nil {
 		cfg.Credentials, cfg.Keyring = st, kr
 	}
-	if hasOAuth(p) {
+	if anyServer(p, (*packs.Server).OAuth) {
 		if kr == nil {
 			log.WarnContext(ctx, "OAuth sign-in to MCP servers is unavailable: tokens cannot be sealed without "+secret.EnvKey,
 				slog.String("fix", "packbot keys gen"))
@@ -58,6 +61,13 @@ func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *sec
 				mux.Handle("GET "+oauth.DefaultClientMetadataPath, m.ClientMetadataHandler())
 			}
 		}
+	}
+	if anyServer(p, (*packs.Server).ClientCredentials) {
+		m, err := oauth.NewMachine(oauth.MachineConfig{Servers: p.MCP.Servers, Logger: log})
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w (fix the server's authentication in %s)", err, p.Source)
+		}
+		cfg.Machine = m
 	}
 	pool, err := mcp.New(cfg)
 	return pool, manager, err
@@ -89,9 +99,10 @@ func (n *notifier) notify(ctx context.Context, identity string, notice bot.Notic
 	}
 }
 
-func hasOAuth(p *packs.Pack) bool {
+// anyServer reports whether an enabled server of the pack is one that is.
+func anyServer(p *packs.Pack, is func(*packs.Server) bool) bool {
 	for i := range p.MCP.Servers {
-		if p.MCP.Servers[i].Enabled && p.MCP.Servers[i].OAuth() {
+		if p.MCP.Servers[i].Enabled && is(&p.MCP.Servers[i]) {
 			return true
 		}
 	}

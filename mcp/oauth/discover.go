@@ -32,24 +32,60 @@ type discovery struct {
 	// legacy: the server publishes no protected-resource metadata, and its origin is taken as
 	// the authorization server (MCP 2025-03-26).
 	legacy bool
-	// client makes every request about this server's authorization (guarded, see [guard]).
+	// client makes every request about this server's authorization (guarded, see [guard]);
+	// class is the kind of address the MCP server is on.
 	client *http.Client
+	class  netClass
+	// issuer is the authorization server chosen.
+	issuer string
 }
 
-// discover probes the server without a token and follows its challenge to the protected-resource
-// metadata (RFC 9728 §5.1), else the well-known URLs (§3.1), then the authorization server's
-// metadata (RFC 8414, then OpenID Connect discovery). A server with no protected-resource
-// metadata at all gets the MCP 2025-03-26 treatment: its origin is the authorization server, with
-// the default endpoints /authorize, /token and /register when that publishes no metadata either.
-// Every URL the server or a document names passes [checkURL] first, and every connection the
-// guard's dialer.
+// discover finds the authorization server of a user-controlled server ([Manager.findAuthServer])
+// and checks that users can sign in there: PKCE S256, an authorization and a token endpoint, and
+// every endpoint packbot calls guarded.
 func (m *Manager) discover(ctx context.Context, s packs.Server) (discovery, error) {
+	d, err := m.findAuthServer(ctx, s, false)
+	if err != nil {
+		return d, err
+	}
+	issuer := d.issuer
+	switch {
+	case !slices.Contains(d.asm.CodeChallengeMethodsSupported, "S256"):
+		return d, fmt.Errorf("authorization server %s does not support PKCE S256", issuer)
+	case d.asm.AuthorizationEndpoint == "" || d.asm.TokenEndpoint == "":
+		return d, fmt.Errorf("authorization server %s: metadata lacks authorization or token endpoint", issuer)
+	}
+	// The browser opens the authorization endpoint; packbot itself calls the others.
+	if err := checkScheme(d.asm.AuthorizationEndpoint, "authorization_endpoint"); err != nil {
+		return d, err
+	}
+	for what, u := range map[string]string{"token_endpoint": d.asm.TokenEndpoint,
+		"registration_endpoint": d.asm.RegistrationEndpoint, "revocation_endpoint": d.asm.RevocationEndpoint} {
+		if u == "" {
+			continue
+		}
+		if err := checkURL(u, d.class, what); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// findAuthServer probes the server without a token and follows its challenge to the
+// protected-resource metadata (RFC 9728 §5.1), else the well-known URLs (§3.1), then the
+// authorization server's metadata (RFC 8414, then OpenID Connect discovery). A server with no
+// protected-resource metadata at all gets the MCP 2025-03-26 treatment: its origin is the
+// authorization server, with the default endpoints /authorize, /token and /register when that
+// publishes no metadata either — unless packIssuer is set: then the pack's issuer is the
+// authorization server (its metadata required). Every URL the server or a document names passes
+// [checkURL] first, and every connection the guard's dialer.
+func (m *Manager) findAuthServer(ctx context.Context, s packs.Server, packIssuerFallback bool) (discovery, error) {
 	var d discovery
 	hc, class, err := m.remote(ctx, s.URL)
 	if err != nil {
 		return d, err
 	}
-	d.client = hc
+	d.client, d.class = hc, class
 	challenges, err := m.probe(ctx, s)
 	if err != nil {
 		return d, err
@@ -75,7 +111,12 @@ func (m *Manager) discover(ctx context.Context, s packs.Server) (discovery, erro
 		return d, err
 	}
 	su, _ := url.Parse(s.URL) // checked by New
-	if d.prm == nil {
+	switch {
+	case d.prm == nil && packIssuerFallback && packIssuer != "":
+		d.prm = &oauthex.ProtectedResourceMetadata{Resource: s.URL, AuthorizationServers: []string{packIssuer}}
+		m.log.InfoContext(ctx, "oauth: no protected-resource metadata, using the pack's authentication.issuer",
+			"server", s.Name, "issuer", packIssuer)
+	case d.prm == nil:
 		d.legacy = true
 		o := &url.URL{Scheme: su.Scheme, Host: su.Host}
 		d.prm = &oauthex.ProtectedResourceMetadata{Resource: s.URL, AuthorizationServers: []string{o.String()}}
@@ -86,6 +127,7 @@ func (m *Manager) discover(ctx context.Context, s packs.Server) (discovery, erro
 	if err != nil {
 		return d, err
 	}
+	d.issuer = issuer
 	if err := checkURL(issuer, class, "authorization server"); err != nil {
 		return d, err
 	}
@@ -104,25 +146,6 @@ func (m *Manager) discover(ctx context.Context, s packs.Server) (discovery, erro
 			RegistrationEndpoint: issuer + "/register", CodeChallengeMethodsSupported: []string{"S256"}}
 		m.log.InfoContext(ctx, "oauth: no authorization server metadata, using the default endpoints (MCP 2025-03-26)",
 			"server", s.Name, "issuer", issuer)
-	}
-	switch {
-	case !slices.Contains(d.asm.CodeChallengeMethodsSupported, "S256"):
-		return d, fmt.Errorf("authorization server %s does not support PKCE S256", issuer)
-	case d.asm.AuthorizationEndpoint == "" || d.asm.TokenEndpoint == "":
-		return d, fmt.Errorf("authorization server %s: metadata lacks authorization or token endpoint", issuer)
-	}
-	// The browser opens the authorization endpoint; packbot itself calls the others.
-	if err := checkScheme(d.asm.AuthorizationEndpoint, "authorization_endpoint"); err != nil {
-		return d, err
-	}
-	for what, u := range map[string]string{"token_endpoint": d.asm.TokenEndpoint,
-		"registration_endpoint": d.asm.RegistrationEndpoint, "revocation_endpoint": d.asm.RevocationEndpoint} {
-		if u == "" {
-			continue
-		}
-		if err := checkURL(u, class, what); err != nil {
-			return d, err
-		}
 	}
 	return d, nil
 }

@@ -23,6 +23,12 @@
 // the browser comes back to a listener on 127.0.0.1 and a free port, registered as the redirect
 // URI of a native client.
 //
+// Admin-controlled servers whose entry says `authentication: {mode: client_credentials}` get
+// packbot's own tokens from a [Machine] ([mcp.MachineAuthorizer]): the client-credentials grant
+// with client_secret_basic, client_secret_post or private_key_jwt (RFC 7523, ES256 or RS256),
+// the token endpoint discovered as above, tokens kept in memory and renewed before expiry and
+// once after a 401.
+//
 // The package owns the OAuth protocol and its rows; it does not open MCP sessions (package mcp
 // does, asking [Manager.Token] for the bearer), talk to the user (the conversation flow sends the
 // link and reacts to Config.OnAuthorized), or serve HTTP (cmd mounts the callback handler).

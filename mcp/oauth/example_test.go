@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/mcp/oauth"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store/secret"
@@ -92,4 +93,40 @@ func Example() {
 	// chat: alice@acme.example may now use notes
 	// callback page: 200
 	// tool says: you are alice
+}
+
+// packbot signs in as itself to an admin-controlled MCP server with the client-credentials
+// grant: the pool's shared session asks the Machine for a bearer on every request, and the
+// Machine finds the token endpoint from the server's 401 and keeps the token until shortly
+// before it expires. The servers are this package's test doubles, on loopback.
+func ExampleNewMachine() {
+	ctx := context.Background()
+	as := newTestAS(newClock())
+	defer as.Close()
+	billing := newProtectedMCP(as)
+	defer billing.Close()
+	as.RegisterMachine("packbot-billing", packs.ClientSecretBasic, "s3cret", nil) // by the admin
+
+	servers := []packs.Server{{
+		Name: "billing", Transport: packs.TransportStreamableHTTP, URL: billing.Endpoint,
+		AccessMode: packs.AdminControlled, Enabled: true, TimeoutMs: 10_000, MaxSessionIdleSeconds: 60,
+		Authentication: &packs.ServerAuth{Mode: oauth.ModeClientCredentials, ClientID: "packbot-billing",
+			ClientSecret: "s3cret", TokenEndpointAuthMethod: packs.ClientSecretBasic},
+	}}
+	m, err := oauth.NewMachine(oauth.MachineConfig{Servers: servers})
+	if err != nil {
+		log.Fatal(err)
+	}
+	pool, err := mcp.New(mcp.Config{Servers: servers, Machine: m})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	res, err := pool.Call(ctx, mcp.Call{Server: "billing", Tool: "whoami"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("tool says:", res.Text)
+	// Output:
+	// tool says: you are packbot-billing
 }

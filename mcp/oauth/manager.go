@@ -158,32 +158,14 @@ func New(cfg Config) (*Manager, error) {
 		instance:      randomText(),
 		locks:         keyLocks{m: make(map[string]*keyLock)},
 	}
-	if m.http == nil {
-		m.http = &http.Client{}
-	}
-	if m.timeout <= 0 {
-		m.timeout = DefaultTimeout
-	}
-	m.guard = guard{base: m.http.Transport, timeout: m.timeout}
+	m.fillDefaults()
 	if m.metadataURL != "" {
 		if err := checkCallbackURL(m.metadataURL); err != nil {
 			return nil, fmt.Errorf("new oauth manager: ClientMetadataURL: %w", err)
 		}
 	}
-	if m.log == nil {
-		m.log = slog.New(slog.DiscardHandler)
-	}
-	if m.now == nil {
-		m.now = time.Now
-	}
-	if m.refreshBefore <= 0 {
-		m.refreshBefore = DefaultRefreshBefore
-	}
 	if m.pendingTTL <= 0 {
 		m.pendingTTL = DefaultPendingTTL
-	}
-	if m.clientName == "" {
-		m.clientName = DefaultClientName
 	}
 	for _, s := range cfg.Servers {
 		if s.Authentication == nil || s.Authentication.Mode != ModeOAuth2 {
@@ -201,6 +183,30 @@ func New(cfg Config) (*Manager, error) {
 		m.servers[s.Name] = s
 	}
 	return m, nil
+}
+
+// fillDefaults sets the defaults of the fields that [New] and [NewMachine] share, and builds
+// the SSRF guard.
+func (m *Manager) fillDefaults() {
+	if m.http == nil {
+		m.http = &http.Client{}
+	}
+	if m.timeout <= 0 {
+		m.timeout = DefaultTimeout
+	}
+	m.guard = guard{base: m.http.Transport, timeout: m.timeout}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if m.refreshBefore <= 0 {
+		m.refreshBefore = DefaultRefreshBefore
+	}
+	if m.clientName == "" {
+		m.clientName = DefaultClientName
+	}
 }
 
 // checkCallbackURL enforces OAuth 2.1's redirect URI rule: HTTPS, or HTTP on a loopback host.

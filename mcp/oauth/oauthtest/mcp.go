@@ -27,6 +27,9 @@ type ProtectedMCP struct {
 	Origin string
 	// MetadataHits counts requests for its protected-resource metadata.
 	MetadataHits atomic.Int64
+	// Refusals counts the requests to the MCP endpoint that carried a bearer token and were
+	// answered 401.
+	Refusals atomic.Int64
 }
 
 // MCPOptions are the switches of [NewProtectedMCPWith]; the zero value is a well-behaved
@@ -39,6 +42,10 @@ type MCPOptions struct {
 	// Resource is the resource its metadata claims (default: the MCP endpoint). Another value is
 	// a mismatched document.
 	Resource string
+	// NoResourceMetadata: no protected-resource metadata, and a 401 that names none, but not a
+	// 2025-03-26 server either (its origin serves no authorization endpoints): a client must be
+	// told its authorization server.
+	NoResourceMetadata bool
 	// ResourceMetadataURL replaces the resource_metadata URL of its 401 (an SSRF attempt).
 	ResourceMetadataURL string
 	// AuthorizationServers replaces the authorization servers its metadata names.
@@ -81,6 +88,8 @@ func NewProtectedMCPWith(as *AuthServer, o MCPOptions) *ProtectedMCP {
 		metadataURL = ""
 		as.Set(func(as *AuthServer) { as.issuer, as.NoMetadata = p.Origin, true })
 		as.mountEndpoints(mux)
+	} else if o.NoResourceMetadata {
+		metadataURL = ""
 	} else {
 		prm := &oauthex.ProtectedResourceMetadata{
 			Resource:             p.Endpoint,
@@ -121,9 +130,38 @@ func NewProtectedMCPWith(as *AuthServer, o MCPOptions) *ProtectedMCP {
 	if o.RequireScope != "" {
 		handler = requireScopeForCalls(o.RequireScope, metadataURL, handler)
 	}
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL})(handler))
+	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL})(handler)
+	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			protected.ServeHTTP(w, r)
+			return
+		}
+		protected.ServeHTTP(&refusalCounter{ResponseWriter: w, n: &p.Refusals}, r)
+	}))
 	return p
 }
+
+// refusalCounter counts 401 answers.
+type refusalCounter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c *refusalCounter) WriteHeader(code int) {
+	if code == http.StatusUnauthorized {
+		c.n.Add(1)
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+// Flush and Unwrap let the SDK stream through the counter.
+func (c *refusalCounter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (c *refusalCounter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // requireScopeForCalls answers a tools/call whose token lacks scope with 403 insufficient_scope
 // naming the token's scopes plus scope (MCP 2025-11-25 "Scope Challenge Handling").

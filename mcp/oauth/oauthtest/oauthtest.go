@@ -5,6 +5,7 @@ package oauthtest
 
 import (
 	"context"
+	"crypto"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -94,11 +95,14 @@ type AuthServer struct {
 	Revocations    int
 	AuthMethods    []string // how clients authenticated at the token endpoint
 	secrets        []string // every secret issued or received, for the log check
+	// Machine clients (client-credentials grant, see clientcreds.go).
+	machine
 }
 
 type asClient struct {
 	secret, method string
 	redirects      []string
+	key            crypto.PublicKey // private_key_jwt: verifies the client's assertions
 }
 
 type asCode struct {
@@ -210,7 +214,7 @@ func (as *AuthServer) VerifyScopes(token string) (user string, scopes []string, 
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	a, found := as.access[token]
-	if !found || a.revoked || !as.clock.Now().Before(a.expiry) || a.resource != as.Resource {
+	if !found || a.revoked || as.RefuseTokens || !as.clock.Now().Before(a.expiry) || a.resource != as.Resource {
 		return "", nil, false
 	}
 	return a.user, strings.Fields(a.scope), true
@@ -238,18 +242,19 @@ func (as *AuthServer) metadata(w http.ResponseWriter, r *http.Request) {
 		scopes = []string{"tools:read", "offline_access"}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"issuer":                                         iss,
-		"authorization_endpoint":                         iss + "/authorize",
-		"token_endpoint":                                 iss + "/token",
-		"registration_endpoint":                          iss + "/register",
-		"revocation_endpoint":                            iss + "/revoke",
-		"response_types_supported":                       []string{"code"},
-		"grant_types_supported":                          []string{"authorization_code", "refresh_token"},
-		"code_challenge_methods_supported":               []string{"S256"},
-		"token_endpoint_auth_methods_supported":          []string{"client_secret_basic", "client_secret_post", "none"},
-		"scopes_supported":                               scopes,
-		"authorization_response_iss_parameter_supported": true,
-		"client_id_metadata_document_supported":          cimd,
+		"issuer":                                           iss,
+		"authorization_endpoint":                           iss + "/authorize",
+		"token_endpoint":                                   iss + "/token",
+		"registration_endpoint":                            iss + "/register",
+		"revocation_endpoint":                              iss + "/revoke",
+		"response_types_supported":                         []string{"code"},
+		"grant_types_supported":                            []string{"authorization_code", "refresh_token", "client_credentials"},
+		"code_challenge_methods_supported":                 []string{"S256"},
+		"token_endpoint_auth_methods_supported":            []string{"client_secret_basic", "client_secret_post", "none", "private_key_jwt"},
+		"token_endpoint_auth_signing_alg_values_supported": []string{"ES256", "RS256"},
+		"scopes_supported":                                 scopes,
+		"authorization_response_iss_parameter_supported":   true,
+		"client_id_metadata_document_supported":            cimd,
 	})
 }
 
@@ -351,10 +356,13 @@ func sameRedirect(registered, requested string) bool {
 	return ip != nil && ip.IsLoopback() && ru.Hostname() == qu.Hostname() && ru.Path == qu.Path && ru.RawQuery == qu.RawQuery
 }
 
-// clientOf authenticates the client of a token or revocation request.
-func (as *AuthServer) clientOf(r *http.Request) (string, bool) {
+// clientOf authenticates the client of a token or revocation request, and says how.
+func (as *AuthServer) clientOf(r *http.Request) (id, method string, ok bool) {
+	if r.PostForm.Has("client_assertion") || r.PostForm.Has("client_assertion_type") {
+		return as.assertedClient(r.PostForm)
+	}
 	id, sec, basic := r.BasicAuth()
-	method := "client_secret_basic"
+	method = "client_secret_basic"
 	if basic {
 		id, _ = url.QueryUnescape(id)
 		sec, _ = url.QueryUnescape(sec)
@@ -366,11 +374,11 @@ func (as *AuthServer) clientOf(r *http.Request) (string, bool) {
 		}
 	}
 	c, ok := as.clients[id]
-	if !ok || c.secret != sec {
-		return "", false
+	if !ok || c.secret != sec || c.key != nil {
+		return "", "", false
 	}
 	as.AuthMethods = append(as.AuthMethods, method)
-	return id, true
+	return id, method, true
 }
 
 func (as *AuthServer) token(w http.ResponseWriter, r *http.Request) {
@@ -389,9 +397,13 @@ func (as *AuthServer) token(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 		return
 	}
-	client, ok := as.clientOf(r)
+	client, method, ok := as.clientOf(r)
 	if !ok {
 		oauthError(w, http.StatusUnauthorized, "invalid_client")
+		return
+	}
+	if f.Get("grant_type") == "client_credentials" {
+		as.clientCredentials(w, f, client, method)
 		return
 	}
 	var user, scope string
@@ -447,7 +459,7 @@ func (as *AuthServer) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	as.mu.Lock()
 	defer as.mu.Unlock()
-	if _, ok := as.clientOf(r); !ok {
+	if _, _, ok := as.clientOf(r); !ok {
 		oauthError(w, http.StatusUnauthorized, "invalid_client")
 		return
 	}
