@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling (deprecated from protocol 2026-07-28) is what these tests exercise
+
 package mcp_test
 
 import (
@@ -79,7 +81,6 @@ func askServer(cancelled chan<- struct{}) func() *mcpsdk.Server {
 			return nil, ctx.Err()
 		})
 		s.AddTool(&mcpsdk.Tool{Name: "sample", InputSchema: obj}, func(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
-			//lint:ignore SA1019 sampling is what this tool tests
 			res, err := req.Session.CreateMessage(ctx, &mcpsdk.CreateMessageParams{MaxTokens: 5000,
 				Messages: []*mcpsdk.SamplingMessage{{Role: "user", Content: &mcpsdk.TextContent{Text: "summarise"}}}})
 			if err != nil {
