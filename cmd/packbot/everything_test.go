@@ -13,7 +13,7 @@ import (
 // TestMCPSmokeEverythingOverStdio runs `packbot mcp smoke` against the MCP reference server
 // (server-everything, pinned in interop/mcp-everything) started over stdio from a pack: it shows
 // the negotiated protocol, the tools offered with their input schemas, the task tool that is not
-// offered with the reason, and a call's result.
+// offered with the reason, the tools that need the client to elicit, and a call's result.
 func TestMCPSmokeEverythingOverStdio(t *testing.T) {
 	srv := everything.Server(t, "everything", packs.TransportStdio)
 	command, err := json.Marshal(srv.Command) // JSON is YAML
@@ -36,12 +36,20 @@ func TestMCPSmokeEverythingOverStdio(t *testing.T) {
 		"server everything: stdio " + srv.Command + " " + strings.Join(srv.Args, " "),
 		"connect and initialize", "list tools", "call get-structured-content",
 		"protocol 2025-11-25, server " + everything.ServerName + " 2.0.0",
-		"14 tool(s) listed, 13 offered",
+		// packbot declares elicitation (form and URL) and no roots; smoke has no LLM, so no
+		// sampling either.
+		"15 tool(s) listed, 14 offered",
 		"echo", "{message*: string}", "get-sum", "{a*: number, b*: number}", "trigger-long-running-operation",
+		"trigger-elicitation-request", "trigger-url-elicitation", "{elicitationId: string, errorPath: boolean, message: string, url*: string}",
 		"call: ok", `{"temperature":73,"conditions":"Sunny / Clear","humidity":48}`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
+		}
+	}
+	for _, tool := range []string{"get-roots-list", "trigger-sampling-request", "trigger-elicitation-request-async", "trigger-sampling-request-async"} {
+		if strings.Contains(out, tool+" ") {
+			t.Errorf("output lists %s, which server-everything lists only to a client that declares roots, sampling or client-side tasks", tool)
 		}
 	}
 	const reason = "not offered: requires task-augmented execution (execution.taskSupport: required)"
