@@ -241,7 +241,7 @@ func (a *asker) field(ctx context.Context, f mcp.ElicitField) (v any, action str
 	switch {
 	case f.Type == mcp.FieldBoolean:
 		opts, typed = []option{{Text: a.tr("YES"), Value: elicitYes}, {Text: a.tr("NO"), Value: elicitNo}}, false
-	case len(f.Enum) > 0:
+	case len(f.Enum) > 0 && f.Type != mcp.FieldArray:
 		for i, e := range f.Enum {
 			opts = append(opts, option{Text: f.EnumTitles[i], Value: "enum:" + e})
 		}
@@ -257,7 +257,10 @@ func (a *asker) field(ctx context.Context, f mcp.ElicitField) (v any, action str
 	if f.Description != "" {
 		text += "\n" + f.Description
 	}
-	if typed {
+	switch {
+	case f.Type == mcp.FieldArray:
+		text += "\n" + a.tr("ELICIT_TYPE_ARRAY", "options", strings.Join(f.EnumTitles, ", "))
+	case typed:
 		text += "\n" + a.tr("ELICIT_TYPE_"+strings.ToUpper(f.Type)) + hints(a, f)
 	}
 	for try := 1; ; try++ {

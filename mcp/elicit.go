@@ -92,6 +92,8 @@ const (
 	FieldNumber  = "number"
 	FieldInteger = "integer"
 	FieldBoolean = "boolean"
+	// FieldArray is a multi-select: an array of Enum values (MinItems..MaxItems of them).
+	FieldArray = "array"
 )
 
 // ElicitField is one field of a form elicitation (MCP restricts forms to flat objects of
@@ -109,6 +111,8 @@ type ElicitField struct {
 	Min, Max   *float64
 	MinLength  *int
 	MaxLength  *int
+	MinItems   *int // FieldArray
+	MaxItems   *int // FieldArray
 	Pattern    string
 	Format     string // email, uri, date, date-time
 }
@@ -122,7 +126,8 @@ func (f ElicitField) Label() string {
 }
 
 // FieldError says why a typed answer does not fit its field: Reason is one of "type", "min",
-// "max", "minLength", "maxLength", "pattern", "format", "enum"; Limit the bound it broke.
+// "max", "minLength", "maxLength", "minItems", "maxItems", "pattern", "format", "enum"; Limit
+// the bound it broke.
 type FieldError struct {
 	Reason string
 	Limit  string
@@ -140,6 +145,8 @@ func (e *FieldError) Error() string {
 func (f ElicitField) Parse(text string) (any, error) {
 	text = strings.TrimSpace(text)
 	switch f.Type {
+	case FieldArray:
+		return f.parseChoices(text)
 	case FieldBoolean:
 		switch strings.ToLower(text) {
 		case "true", "yes", "y", "1", "sí", "si":
@@ -194,6 +201,37 @@ func (f ElicitField) Parse(text string) (any, error) {
 	return text, nil
 }
 
+// parseChoices reads a multi-select answer: values or titles separated by commas.
+func (f ElicitField) parseChoices(text string) (any, error) {
+	var out []any
+	for part := range strings.SplitSeq(text, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		i := slices.IndexFunc(f.Enum, func(e string) bool { return strings.EqualFold(e, part) })
+		if i < 0 {
+			i = slices.IndexFunc(f.EnumTitles, func(e string) bool { return strings.EqualFold(e, part) })
+		}
+		if i < 0 {
+			return nil, &FieldError{Reason: "enum"}
+		}
+		if !slices.Contains(out, any(f.Enum[i])) {
+			out = append(out, f.Enum[i])
+		}
+	}
+	if f.MinItems != nil && len(out) < *f.MinItems {
+		return nil, &FieldError{Reason: "minItems", Limit: strconv.Itoa(*f.MinItems)}
+	}
+	if f.MaxItems != nil && len(out) > *f.MaxItems {
+		return nil, &FieldError{Reason: "maxItems", Limit: strconv.Itoa(*f.MaxItems)}
+	}
+	if out == nil {
+		out = []any{}
+	}
+	return out, nil
+}
+
 func validFormat(format, s string) bool {
 	switch format {
 	case "email":
@@ -219,6 +257,12 @@ func (f ElicitField) FormatValue(v any) string {
 	switch v := v.(type) {
 	case float64:
 		return fmtNum(v)
+	case []any:
+		parts := make([]string, 0, len(v))
+		for _, x := range v {
+			parts = append(parts, f.FormatValue(x))
+		}
+		return strings.Join(parts, ", ")
 	case string:
 		if i := slices.Index(f.Enum, v); i >= 0 && i < len(f.EnumTitles) {
 			return f.EnumTitles[i]
@@ -257,7 +301,16 @@ func parseFields(schema any) ([]ElicitField, error) {
 				Const string `json:"const"`
 				Title string `json:"title"`
 			} `json:"oneOf"`
-			Default   any      `json:"default"`
+			Default any `json:"default"`
+			Items   *struct {
+				Enum  []string `json:"enum"`
+				AnyOf []struct {
+					Const string `json:"const"`
+					Title string `json:"title"`
+				} `json:"anyOf"`
+			} `json:"items"`
+			MinItems  *int     `json:"minItems"`
+			MaxItems  *int     `json:"maxItems"`
 			Minimum   *float64 `json:"minimum"`
 			Maximum   *float64 `json:"maximum"`
 			MinLength *int     `json:"minLength"`
@@ -271,6 +324,13 @@ func parseFields(schema any) ([]ElicitField, error) {
 		f := ElicitField{Name: p.name, Title: d.Title, Description: d.Description, Type: d.Type,
 			Required: slices.Contains(s.Required, p.name), Enum: d.Enum, EnumTitles: d.EnumNames, Default: d.Default,
 			Min: d.Minimum, Max: d.Maximum, MinLength: d.MinLength, MaxLength: d.MaxLength, Pattern: d.Pattern, Format: d.Format}
+		if f.Type == FieldArray && d.Items != nil {
+			f.MinItems, f.MaxItems, f.Enum = d.MinItems, d.MaxItems, d.Items.Enum
+			for _, o := range d.Items.AnyOf {
+				f.Enum = append(f.Enum, o.Const)
+				f.EnumTitles = append(f.EnumTitles, cmpOr(o.Title, o.Const))
+			}
+		}
 		if len(f.Enum) == 0 {
 			for _, o := range d.OneOf {
 				f.Enum = append(f.Enum, o.Const)
@@ -280,10 +340,11 @@ func parseFields(schema any) ([]ElicitField, error) {
 		if len(f.EnumTitles) != len(f.Enum) {
 			f.EnumTitles = slices.Clone(f.Enum)
 		}
-		switch f.Type {
-		case FieldString, FieldNumber, FieldInteger, FieldBoolean:
+		switch {
+		case f.Type == FieldString, f.Type == FieldNumber, f.Type == FieldInteger, f.Type == FieldBoolean:
+		case f.Type == FieldArray && len(f.Enum) > 0:
 		default:
-			return nil, fmt.Errorf("field %q of the requested schema has type %q (forms take string, number, integer or boolean)", p.name, d.Type)
+			return nil, fmt.Errorf("field %q of the requested schema has type %q (forms take string, number, integer, boolean or an array of enum values)", p.name, d.Type)
 		}
 		fields = append(fields, f)
 	}

@@ -4,3 +4,6 @@ import "time"
 
 // Sweep closes idle per-user sessions as of now (Run does it every 30 seconds).
 func (p *Pool) Sweep(now time.Time) int { return p.sweep(now) }
+
+// ParseFields reads a form elicitation's requested schema.
+var ParseFields = parseFields

@@ -81,12 +81,9 @@ var calls = map[string]toolCase{
 	"trigger-long-running-operation": {args: `{"duration":1,"steps":2}`, progress: true,
 		want: []string{"Long running operation completed. Duration: 1 seconds, Steps: 2."}},
 	// A form of every field type; the asker fills each field from its schema (see answer).
-	// Known bug: packbot's client refuses the whole form because of its two multi-select enum
-	// fields (type array, items with enum or anyOf), which MCP 2025-11-25 allows and the go-sdk
-	// accepts; the server turns the -32602 into a tool error. With those fields skipped the
-	// rest of the case passes.
+	// Its two multi-select enum fields (type array, items with enum or anyOf) are answered with
+	// their first value.
 	"trigger-elicitation-request": {args: `{}`, elicits: mcp.ElicitForm,
-		knownBug: `MCP error -32602: field "titledMultipleSelectEnum" of the requested schema has type "array" (forms take string, number, integer or boolean)`,
 		want: []string{"✅ User provided the requested information!", "- Name: x", "- Agreed to terms: true",
 			"- Email: ana@example.com", "- Homepage: https://example.com", "- Birthdate: 2000-01-31",
 			"- Favorite Integer: 1", "- Favorite Number: 0", `"action": "accept"`}},
@@ -458,6 +455,8 @@ func (a *asker) Sampled(_ context.Context, server string) {
 // (else 1), a string's default (else a value of its format, else "x").
 func answer(f mcp.ElicitField) any {
 	switch {
+	case f.Type == mcp.FieldArray:
+		return []any{f.Enum[0]}
 	case len(f.Enum) > 0:
 		return f.Enum[0]
 	case f.Type == mcp.FieldBoolean:
