@@ -94,7 +94,7 @@ func TestNewDefaults(t *testing.T) {
 		agent.ProviderAnthropic: packs.DefaultAnthropicModel,
 		agent.ProviderOllama:    packs.DefaultOllamaModel,
 	} {
-		m, err := agent.New(agent.Config{Provider: provider, APIKey: testKey, BaseURL: "http://127.0.0.1:1"})
+		m, err := agent.New(agent.Config{Provider: provider, APIKey: testKey, BaseURL: "http://bot.invalid"})
 		if err != nil {
 			t.Fatalf("New(%q): %v", provider, err)
 		}

@@ -21,7 +21,7 @@ func TestClientCredentialsRules(t *testing.T) {
 	if err := os.WriteFile(notPEM, []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const url = "http://127.0.0.1:1/mcp"
+	const url = "http://mcp.invalid/mcp"
 	cc := func(auth string) string {
 		return server("name: s\nurl: " + url + "\nauthentication: {mode: client_credentials, " + auth + "}")
 	}
@@ -101,8 +101,8 @@ func TestClientCredentialsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := "mcp:\n  servers:\n" +
-		"    - {name: jwt, url: http://127.0.0.1:1/mcp, authentication: {mode: client_credentials, clientId: packbot, privateKeyFile: keys/packbot.pem, keyId: k1}}\n" +
-		"    - {name: basic, url: http://127.0.0.1:1/mcp, authentication: {mode: client_credentials, clientId: packbot, clientSecret: '${CS}', scopes: [billing.read]}}\n"
+		"    - {name: jwt, url: http://mcp.invalid/mcp, authentication: {mode: client_credentials, clientId: packbot, privateKeyFile: keys/packbot.pem, keyId: k1}}\n" +
+		"    - {name: basic, url: http://mcp.invalid/mcp, authentication: {mode: client_credentials, clientId: packbot, clientSecret: '${CS}', scopes: [billing.read]}}\n"
 	if err := os.WriteFile(filepath.Join(dir, "agent-pack.yaml"), []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func TestLookalikePlaceholders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ps := problemsOf(t, server("name: s\nurl: http://127.0.0.1:1/mcp\nheaders:\n  Authorization: '"+tt.value+"'"), map[string]string{"TOKEN": "x"})
+			ps := problemsOf(t, server("name: s\nurl: http://mcp.invalid/mcp\nheaders:\n  Authorization: '"+tt.value+"'"), map[string]string{"TOKEN": "x"})
 			p := wantProblem(t, ps, "mcp.servers[0].headers.Authorization", tt.fragment)
 			if tt.secret != "" && strings.Contains(p.String(), tt.secret) {
 				t.Fatalf("message repeats the secret: %s", p)

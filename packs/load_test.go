@@ -57,7 +57,7 @@ func TestDefaults(t *testing.T) {
 func TestServerDefaults(t *testing.T) {
 	p := parse(t, server(`
 name: s
-url: http://127.0.0.1:1/mcp
+url: http://mcp.invalid/mcp
 toolAccess:
   roles: {employee: [a]}
   approval:
@@ -300,7 +300,7 @@ flows:
 }
 
 func TestServersConfig(t *testing.T) {
-	src := server("name: from-pack\nurl: http://127.0.0.1:1/mcp")
+	src := server("name: from-pack\nurl: http://mcp.invalid/mcp")
 	t.Run("valid array replaces the servers", func(t *testing.T) {
 		p := parse(t, src, map[string]string{"MCP_SERVERS_CONFIG": `[{"name":"a","transport":"sse","url":"http://127.0.0.1:2/sse",
 			"headers":{"Authorization":"Bearer ${TOK}"}},{"name":"b","command":"x","toolAccess":{"adminOnly":["rm"]}}]`, "TOK": "t0k"})

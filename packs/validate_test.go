@@ -42,7 +42,7 @@ func TestFiveMistakes(t *testing.T) {
 }
 
 func TestValidationRules(t *testing.T) {
-	const url = "http://127.0.0.1:1/mcp"
+	const url = "http://mcp.invalid/mcp"
 	tests := []struct {
 		name      string
 		src       string
@@ -146,18 +146,18 @@ mcp:
           - {tools: [a, never], approvers: [m]}
           - {tools: [a], approvers: [n]}
     - name: legacy
-      url: http://127.0.0.1:1/mcp
+      url: http://mcp.invalid/mcp
       userConfig: {fields: [{name: t}]}
       allowlist: [q]
       toolAccess:
         default: everyone
         approval: [{tools: [q], approvers: [m]}]
     - name: listed
-      url: http://127.0.0.1:1/mcp
+      url: http://mcp.invalid/mcp
       allowlist: [a]
       toolAccess: {roles: {e: [a, b]}}
     - name: personal
-      url: http://127.0.0.1:1/mcp
+      url: http://mcp.invalid/mcp
       accessMode: user-controlled
       userConfig: {fields: [{name: t}]}
 `

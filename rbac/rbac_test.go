@@ -17,15 +17,15 @@ flows:
 mcp:
   servers:
     - name: open
-      url: http://127.0.0.1:1/mcp
+      url: http://mcp.invalid/mcp
     - name: off
-      url: http://127.0.0.1:1/mcp
+      url: http://mcp.invalid/mcp
       enabled: false
     - name: listed
-      url: http://127.0.0.1:1/mcp
+      url: http://mcp.invalid/mcp
       allowlist: [a, b]
     - name: rbac
-      url: http://127.0.0.1:1/mcp
+      url: http://mcp.invalid/mcp
       allowlist: [read, write, pay, invoice, guest_tool, unlisted, shared, audit_only]
       toolAccess:
         default: none
@@ -41,7 +41,7 @@ mcp:
             approvers: [manager]
             allowSelfApproval: false
     - name: rbac-all
-      url: http://127.0.0.1:1/mcp
+      url: http://mcp.invalid/mcp
       toolAccess:
         default: all
         roles:
@@ -50,26 +50,26 @@ mcp:
           - tools: [gated]
             approvers: [manager]
     - name: rbac-odd
-      url: http://127.0.0.1:1/mcp
+      url: http://mcp.invalid/mcp
       toolAccess:
         default: whatever
         roles:
           employee: [read]
     - name: legacy-public
-      url: http://127.0.0.1:1/mcp
+      url: http://mcp.invalid/mcp
       toolAccess:
         default: public
     - name: legacy-admin
-      url: http://127.0.0.1:1/mcp
+      url: http://mcp.invalid/mcp
       toolAccess:
         default: admin
         public: [search]
     - name: legacy-absent
-      url: http://127.0.0.1:1/mcp
+      url: http://mcp.invalid/mcp
       toolAccess:
         public: [search]
     - name: legacy-adminonly
-      url: http://127.0.0.1:1/mcp
+      url: http://mcp.invalid/mcp
       toolAccess:
         adminOnly: [delete_repo]
 `

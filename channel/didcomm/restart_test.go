@@ -73,11 +73,11 @@ func TestWrongMasterKey(t *testing.T) {
 	st := testStores(t)["SQLite"](t)
 	first := startBot(t, st, nil, "")
 	first.stop()
-	_, err := Open(t.Context(), Config{Records: st, PublicURL: "http://127.0.0.1:1", MasterKey: randomKey(t)})
+	_, err := Open(t.Context(), Config{Records: st, PublicURL: "http://bot.invalid", MasterKey: randomKey(t)})
 	if !errors.Is(err, ErrMasterKey) {
 		t.Fatalf("Open with another key: %v, want ErrMasterKey", err)
 	}
-	ch, err := Open(t.Context(), Config{Records: st, PublicURL: "http://127.0.0.1:1", MasterKey: first.key})
+	ch, err := Open(t.Context(), Config{Records: st, PublicURL: "http://bot.invalid", MasterKey: first.key})
 	if err != nil {
 		t.Fatalf("Open with the right key: %v", err)
 	}

@@ -416,7 +416,7 @@ func TestHandlerMaySend(t *testing.T) {
 
 // BenchmarkWebhook measures one text webhook, from request to handler, without the network.
 func BenchmarkWebhook(b *testing.B) {
-	ch, err := New(Config{AdminURL: "http://127.0.0.1:1"})
+	ch, err := New(Config{AdminURL: "http://bot.invalid"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -260,7 +260,7 @@ func TestMCPSmokeOAuthFailures(t *testing.T) {
 		t.Errorf("denied, yet tools were listed:\n%s", out)
 	}
 
-	plain := writeMCPPack(t, "    - name: plain\n      transport: streamable-http\n      url: http://127.0.0.1:1/mcp\n")
+	plain := writeMCPPack(t, "    - name: plain\n      transport: streamable-http\n      url: http://mcp.invalid/mcp\n")
 	for _, args := range [][]string{
 		{"--pack", plain, "--client-id", "x"},
 		{"--pack", plain, "--data-dir", t.TempDir()},

@@ -22,7 +22,7 @@ func TestOpenMCPMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := "mcp:\n  servers:\n" +
-		"    - {name: billing, url: http://127.0.0.1:1/mcp, authentication: {mode: client_credentials, clientId: packbot, clientSecret: s}}\n"
+		"    - {name: billing, url: http://mcp.invalid/mcp, authentication: {mode: client_credentials, clientId: packbot, clientSecret: s}}\n"
 	a := &app{logger: slog.New(slog.DiscardHandler)}
 	open := func(src string) error {
 		t.Helper()
@@ -30,7 +30,7 @@ func TestOpenMCPMachine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pool, _, err := openMCP(t.Context(), a, p, nil, nil, "http://127.0.0.1:1", http.NewServeMux(), &notifier{log: a.logger}, nil)
+		pool, _, err := openMCP(t.Context(), a, p, nil, nil, "http://bot.invalid", http.NewServeMux(), &notifier{log: a.logger}, nil)
 		if err == nil {
 			pool.Close()
 		}

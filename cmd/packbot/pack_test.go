@@ -123,7 +123,7 @@ func TestPackAnonCredsOnlyOnDIDComm(t *testing.T) {
 		!strings.Contains(out, "flows.authentication.credential: {type:") || !strings.Contains(out, "invalid on the didcomm channel") {
 		t.Fatalf("validate on didcomm: exit %d\n%s", code, out)
 	}
-	for _, env := range []map[string]string{{"VS_AGENT_ADMIN_URL": "http://127.0.0.1:1"}, {"PACKBOT_CHANNEL": "vsagent"}} {
+	for _, env := range []map[string]string{{"VS_AGENT_ADMIN_URL": "http://bot.invalid"}, {"PACKBOT_CHANNEL": "vsagent"}} {
 		if code, out, _ := cli(t, env, "pack", "validate", pack); code != 0 || !strings.Contains(out, ": ok: ") {
 			t.Errorf("validate with %v: exit %d\n%s", env, code, out)
 		}

@@ -347,7 +347,7 @@ func TestMachineSSRF(t *testing.T) {
 func TestNewMachineRefuses(t *testing.T) {
 	srv := func(auth packs.ServerAuth) packs.Server {
 		auth.Mode, auth.ClientID = oauth.ModeClientCredentials, machineID
-		return packs.Server{Name: machineServer, Transport: packs.TransportStreamableHTTP, URL: "http://127.0.0.1:1/mcp",
+		return packs.Server{Name: machineServer, Transport: packs.TransportStreamableHTTP, URL: "http://mcp.invalid/mcp",
 			AccessMode: packs.AdminControlled, Enabled: true, TimeoutMs: 1000, MaxSessionIdleSeconds: 60, Authentication: &auth}
 	}
 	for name, tc := range map[string]struct {

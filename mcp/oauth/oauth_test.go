@@ -134,7 +134,7 @@ func newEnvWith(t *testing.T, b backend, o oauthtest.MCPOptions, configure ...fu
 		Credentials: e.st,
 		Records:     e.st,
 		Keyring:     kr,
-		Servers: []packs.Server{s, {Name: "plain", Transport: packs.TransportStreamableHTTP, URL: "http://127.0.0.1:1/mcp",
+		Servers: []packs.Server{s, {Name: "plain", Transport: packs.TransportStreamableHTTP, URL: "http://mcp.invalid/mcp",
 			AccessMode: packs.UserControlled}},
 		CallbackURL: cb.URL + oauth.DefaultCallbackPath,
 		Logger:      slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
