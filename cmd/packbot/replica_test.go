@@ -42,7 +42,7 @@ import (
 // rpPack is vaPack (the approvals bank: send_money needs a finance manager, login by an
 // AnonCreds credential, greeting once the profile is known) with a language model, the
 // scripted agenttest server (its default script echoes the user's text).
-const rpPack = vaPack + `llm:
+var rpPack = vaPack + `llm:
   provider: openai
   model: replica-model
   baseUrl: %s

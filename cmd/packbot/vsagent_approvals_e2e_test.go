@@ -34,11 +34,12 @@ import (
 	"github.com/packbot/packbot/store/sqlstore"
 )
 
-// vaPack: one admin-controlled bank whose send_money needs a finance manager's approval, login
-// by an AnonCreds credential, greeting once the wallet's profile (and language) is known. No
-// llm block: no language model is configured, commands work without one.
-const vaPack = `metadata:
-  id: e2e-approvals
+// vaPackHead is the start of the VS Agent e2e packs, up to their servers: greeting once the
+// wallet's profile (and language) is known, login by an AnonCreds credential (%s in it is the
+// credential definition), no llm block (commands work without a language model).
+func vaPackHead(id string) string {
+	return `metadata:
+  id: ` + id + `
   displayName: E2E Approvals Bank
   defaultLanguage: en
 languages:
@@ -57,7 +58,13 @@ flows:
     userIdentityAttribute: email
     rolesAttribute: roles
 mcp:
-  servers:
+`
+}
+
+// vaPack: one admin-controlled bank whose send_money needs a finance manager's approval, login
+// by an AnonCreds credential, greeting once the wallet's profile (and language) is known. No
+// llm block: no language model is configured, commands work without one.
+var vaPack = vaPackHead("e2e-approvals") + `  servers:
     - name: bank
       transport: streamable-http
       url: %s

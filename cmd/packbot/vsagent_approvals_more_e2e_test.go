@@ -27,27 +27,7 @@ import (
 //	list_recipients  expires after 0.05 minutes (3 s) (expire)
 //	get_balances     finance managers approve their own calls (self-approval)
 //	create_invoice   two distinct finance managers must approve (quorum)
-const vaMorePack = `metadata:
-  id: e2e-approvals-more
-  displayName: E2E Approvals Bank
-  defaultLanguage: en
-languages:
-  en:
-    greetingMessage: "Hello {userName}! I am the approvals bank."
-  es:
-    greetingMessage: "¡Hola {userName}! Soy el banco de aprobaciones."
-flows:
-  welcome:
-    enabled: true
-    sendOnProfile: true
-  authentication:
-    enabled: true
-    required: false
-    credentialDefinitionId: "%s"
-    userIdentityAttribute: email
-    rolesAttribute: roles
-mcp:
-  servers:
+var vaMorePack = vaPackHead("e2e-approvals-more") + `  servers:
     - name: bank
       transport: streamable-http
       url: %s

@@ -18,25 +18,7 @@ import (
 )
 
 // vaElicitPack: the bank's write tools, open to guests; no login needed.
-const vaElicitPack = `metadata:
-  id: e2e-elicit
-  displayName: E2E Records
-  defaultLanguage: en
-languages:
-  en:
-    greetingMessage: "Hello {userName}! I am the approvals bank."
-  es:
-    greetingMessage: "¡Hola {userName}! Soy el banco de aprobaciones."
-flows:
-  welcome:
-    enabled: true
-    sendOnProfile: true
-  authentication:
-    enabled: true
-    required: false
-    credentialDefinitionId: "%s"
-mcp:
-  servers:
+var vaElicitPack = vaPackHead("e2e-elicit") + `  servers:
     - name: records
       transport: streamable-http
       url: %s

@@ -27,24 +27,8 @@ func Example() {
 	notes := newProtectedMCP(as)
 	defer notes.Close()
 
-	dir, err := os.MkdirTemp("", "packbot-oauth-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "packbot.db"), nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
-	key, err := secret.GenerateKey(nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	kr, err := secret.NewKeyring(key)
-	if err != nil {
-		log.Fatal(err)
-	}
+	st, kr, done := exampleStore(ctx)
+	defer done()
 
 	// packbot's own HTTP server, where cmd mounts the callback.
 	mux := http.NewServeMux()
@@ -129,4 +113,28 @@ func ExampleNewMachine() {
 	fmt.Println("tool says:", res.Text)
 	// Output:
 	// tool says: you are packbot-billing
+}
+
+// exampleStore opens a throwaway SQLite store and a keyring for the examples; done removes them.
+func exampleStore(ctx context.Context) (*sqlstore.DB, *secret.Keyring, func()) {
+	dir, err := os.MkdirTemp("", "packbot-oauth-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "packbot.db"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	key, err := secret.GenerateKey(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	kr, err := secret.NewKeyring(key)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return st, kr, func() {
+		_ = st.Close()
+		_ = os.RemoveAll(dir)
+	}
 }

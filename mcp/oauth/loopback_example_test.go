@@ -5,13 +5,9 @@ import (
 	"fmt"
 	"log"
 	"net/url"
-	"os"
-	"path/filepath"
 
 	"github.com/packbot/packbot/mcp/oauth"
 	"github.com/packbot/packbot/packs"
-	"github.com/packbot/packbot/store/secret"
-	"github.com/packbot/packbot/store/sqlstore"
 )
 
 // A command-line tool signs its user in to an OAuth-protected MCP server: the first Token
@@ -25,24 +21,8 @@ func ExampleLoopback() {
 	notes := newProtectedMCP(as)
 	defer notes.Close()
 
-	dir, err := os.MkdirTemp("", "packbot-loopback-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "packbot.db"), nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
-	key, err := secret.GenerateKey(nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	kr, err := secret.NewKeyring(key)
-	if err != nil {
-		log.Fatal(err)
-	}
+	st, kr, done := exampleStore(ctx)
+	defer done()
 
 	cfg := oauth.LoopbackConfig{
 		Credentials: st, Records: st, Keyring: kr,
