@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/store"
@@ -20,12 +21,37 @@ type conversation struct {
 	w     *worker
 	event int64       // the event being handled
 	lease store.Lease // the worker's lease while it handles the event
+	// first is closed at the worker's first signal after the event began; later is set when
+	// later events may be pending (queued then, or signalled since). Until then Next does not
+	// look in the store: a tool call, which watches for /cancel, costs no query.
+	first <-chan struct{}
+	later atomic.Bool
 
 	mu sync.Mutex // one scan-and-take at a time
 }
 
+// conversation is the conversation of it (worker goroutine, while it is handled).
 func (w *worker) conversation(it *item) *conversation {
-	return &conversation{b: w.b, w: w, event: it.id, lease: w.lease}
+	c := &conversation{b: w.b, w: w, event: it.id, lease: w.lease, first: w.changes()}
+	w.b.mu.Lock()
+	pushed := len(w.in) > 0 || w.fetch
+	w.b.mu.Unlock()
+	c.later.Store(pushed || len(w.queue) > 1)
+	return c
+}
+
+// mayHaveLater reports whether events after the handled one may be pending.
+func (c *conversation) mayHaveLater() bool {
+	if c.later.Load() {
+		return true
+	}
+	select {
+	case <-c.first:
+		c.later.Store(true)
+		return true
+	default:
+		return false
+	}
 }
 
 // Send delivers msgs now, in order.
@@ -43,7 +69,13 @@ func (c *conversation) Send(ctx context.Context, msgs ...channel.Outbound) error
 func (c *conversation) Next(ctx context.Context, take func(channel.Event) bool) (channel.Event, error) {
 	for failures := 1; ; {
 		changed := c.w.changes()
-		ev, err := c.scan(ctx, take)
+		var (
+			ev  channel.Event
+			err error
+		)
+		if c.mayHaveLater() {
+			ev, err = c.scan(ctx, take)
+		}
 		switch {
 		case err == nil && ev != nil:
 			return ev, nil

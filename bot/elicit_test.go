@@ -3,10 +3,13 @@ package bot_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/packbot/packbot/agent/agenttest"
+	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/channeltest"
 )
 
@@ -54,6 +57,9 @@ func (u *user) commit(ctx context.Context, token, lang string) channeltest.Recei
 	}
 	return q
 }
+
+// secretNote is a typed form answer that must appear nowhere but in the server's result.
+const secretNote = "nota-7Qx9-privada"
 
 func commits(h *harness) int { return h.records.Stats().Executions["commit_api_write"] }
 
@@ -114,7 +120,7 @@ func TestElicitationForm(t *testing.T) {
 	for _, lang := range []string{"en", "es"} {
 		t.Run(lang, func(t *testing.T) {
 			ctx := testCtx(t)
-			h := newHarness(t, harnessOptions{writes: true})
+			h := newHarness(t, harnessOptions{writes: true, idle: 100 * time.Millisecond})
 			u := elicitUser(ctx, t, h, lang)
 			tr := func(k string, args ...string) string { return h.cat.T(lang, k, args...) }
 
@@ -154,7 +160,10 @@ func TestElicitationForm(t *testing.T) {
 			if q.Question.Options[0] != useDefault || q.Question.Options[1] != tr("ELICIT_SKIP") {
 				t.Fatalf("note options %q", q.Question.Options)
 			}
-			u.answer(ctx, q, useDefault)
+			// Typed instead of the default: a value to look for in the logs.
+			if err := u.w.SendText(ctx, secretNote, ""); err != nil {
+				t.Fatal(err)
+			}
 			q = u.question(ctx)
 			if !strings.HasPrefix(q.Question.Text, tr("ELICIT_CONFIRM", "server", "records")) || !strings.Contains(q.Question.Text, "Days: 2.5") ||
 				!strings.Contains(q.Question.Text, "Kind: Sick leave") {
@@ -162,14 +171,119 @@ func TestElicitationForm(t *testing.T) {
 			}
 			u.answer(ctx, q, tr("ELICIT_ACCEPT"))
 			got := u.text(ctx)
-			for _, want := range []string{`"days":2.5`, `"halfDay":true`, `"kind":"sick"`, `"note":"none"`} {
+			for _, want := range []string{`"days":2.5`, `"halfDay":true`, `"kind":"sick"`, `"note":"` + secretNote + `"`} {
 				if !strings.Contains(got, want) {
 					t.Fatalf("result %q lacks %s", got, want)
 				}
 			}
-			if strings.Contains(h.logs.String(), "Sick leave") || strings.Contains(h.logs.String(), "2.5") {
-				t.Fatalf("an answer was logged:\n%s", h.logs.String())
+			if n := strings.Count(h.logs.String(), secretNote); n > 0 {
+				t.Fatalf("an answer was logged %d times:\n%s", n, h.logs.String())
+			}
+			// The answers were taken as answers only: never handled as messages of their own
+			// (a typed value would have gone to the LLM).
+			h.waitIdle(ctx)
+			for _, r := range h.llm.Requests() {
+				if last := r.LastUser(); last == "45" || last == "2.5" {
+					t.Fatalf("the answer %q was also handled as a chat message", last)
+				}
+			}
+			if logs := h.logs.String(); strings.Contains(logs, "this handling is dropped") {
+				t.Fatalf("an answer was handled again:\n%s", logs)
 			}
 		})
+	}
+}
+
+// waitToolErrors waits until the records server counted n tool errors of tool.
+func waitToolErrors(ctx context.Context, t *testing.T, h *harness, tool string, n int) {
+	t.Helper()
+	for h.records.Stats().ToolErrors[tool] < n {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %d tool errors, want %d", tool, h.records.Stats().ToolErrors[tool], n)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func hasOption(m channel.Menu, id string) bool {
+	return slices.ContainsFunc(m.Options, func(o channel.MenuOption) bool { return o.ID == id })
+}
+
+// TestProgressAndCancel: a call's progress reaches its user with how to cancel it (a command,
+// and a menu item sent with it); /cancel and the item both stop the call — the server sees the
+// cancellation — and the user is told; the menu loses the item afterwards.
+func TestProgressAndCancel(t *testing.T) {
+	ctx := testCtx(t)
+	h := newHarness(t, harnessOptions{writes: true})
+	u := elicitUser(ctx, t, h, "es")
+	tr := func(k string, args ...string) string { return h.cat.T("es", k, args...) }
+
+	if got := u.say(ctx, "/cancel"); got != tr("NO_RUNNING_CALL") {
+		t.Fatalf("/cancel with no call: %q", got)
+	}
+	for i, cancel := range []func(){
+		func() {
+			if err := u.w.SendText(ctx, "/cancel", ""); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func() { u.selectItem(ctx, "cancel-call") },
+	} {
+		if err := u.w.SendText(ctx, `/call records/export_records {}`, ""); err != nil {
+			t.Fatal(err)
+		}
+		want := tr("MCP_PROGRESS", "tool", "export_records", "server", "records", "detail", "exporting") + "\n" + tr("MCP_PROGRESS_CANCEL_HINT")
+		if got := u.text(ctx); got != want {
+			t.Fatalf("progress %q, want %q", got, want)
+		}
+		u.waitMenu(ctx, func(m channel.Menu) bool { return hasOption(m, "cancel-call") })
+		cancel()
+		if got := u.text(ctx); got != tr("MCP_CALL_CANCELLED", "tool", "export_records", "server", "records") {
+			t.Fatalf("cancelled: %q", got)
+		}
+		waitToolErrors(ctx, t, h, "export_records", i+1)
+		u.waitMenu(ctx, func(m channel.Menu) bool { return !hasOption(m, "cancel-call") })
+	}
+	// The cancel item of a call that has ended is answered, not an error.
+	u.selectItem(ctx, "cancel-call")
+	if got := u.text(ctx); got != tr("NO_RUNNING_CALL") {
+		t.Fatalf("stale cancel item: %q", got)
+	}
+}
+
+// TestURLElicitationAndSampling: a URL elicitation sends the link and waits for "Done"; a
+// server's sampling request runs on the pack's LLM without tools, within the pack's token limit,
+// and the user is told.
+func TestURLElicitationAndSampling(t *testing.T) {
+	ctx := testCtx(t)
+	h := newHarness(t, harnessOptions{writes: true})
+	u := elicitUser(ctx, t, h, "en")
+	tr := func(k string, args ...string) string { return h.cat.T("en", k, args...) }
+
+	if err := u.w.SendText(ctx, `/call records/link_account {}`, ""); err != nil {
+		t.Fatal(err)
+	}
+	q := u.question(ctx)
+	if want := tr("ELICIT_URL", "server", "records", "message", "Link your account", "url", "https://records.example/link"); q.Question.Text != want {
+		t.Fatalf("URL question %q, want %q", q.Question.Text, want)
+	}
+	u.answer(ctx, q, tr("ELICIT_URL_DONE"))
+	if got := u.text(ctx); !strings.Contains(got, `"action":"accept"`) {
+		t.Fatalf("URL elicitation result %q", got)
+	}
+
+	h.llm.Script(func(r agenttest.Request) agenttest.Response {
+		return agenttest.Response{Text: "summary of " + r.LastUser()}
+	})
+	if got := u.say(ctx, `/call records/summarize_record {}`); got != tr("MCP_SAMPLING", "server", "records") {
+		t.Fatalf("sampling notice %q", got)
+	}
+	if got := u.text(ctx); !strings.Contains(got, `"summary":"summary of record 42"`) {
+		t.Fatalf("sampling result %q", got)
+	}
+	req := lastRequest(h)
+	if len(req.ToolNames()) != 0 || req.System() != "Summarise HR records." || !strings.Contains(string(req.Raw), `"max_completion_tokens":50`) {
+		t.Fatalf("sampling request: tools %v, system %q, body %s", req.ToolNames(), req.System(), req.Raw)
 	}
 }

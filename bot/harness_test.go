@@ -254,11 +254,10 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		servers += `
     - name: records
       url: "${RECORDS_URL}"
-      allowlist: [prepare_api_write, commit_api_write, request_time_off]
+      sampling: {enabled: true, maxTokens: 50}
       toolAccess:
         roles:
-          guest: [prepare_api_write, commit_api_write, request_time_off]
-          employee: [prepare_api_write, commit_api_write, request_time_off]
+          guest: [prepare_api_write, commit_api_write, request_time_off, export_records, link_account, summarize_record]
 `
 	}
 	if o.authRequired {
@@ -285,6 +284,13 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	cfg := mcp.Config{Servers: p.MCP.Servers, Credentials: h.st, Keyring: kr, Logger: log}
+	var model *agent.Model
+	if !o.noLLM {
+		if model, err = agent.New(agent.Config{Provider: agent.ProviderOpenAI, Model: "scripted", BaseURL: h.llm.URL, Logger: log}); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Sampler = flows.NewSampler(model)
+	}
 	var om *oauth.Manager
 	if o.oauth {
 		mux := http.NewServeMux()
@@ -323,11 +329,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if om != nil {
 		d.OAuth = om
 	}
-	if !o.noLLM {
-		if d.Model, err = agent.New(agent.Config{Provider: agent.ProviderOpenAI, Model: "scripted", BaseURL: h.llm.URL, Logger: log}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d.Model = model
 	engine, err := flows.New(d)
 	if err != nil {
 		t.Fatal(err)

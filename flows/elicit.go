@@ -12,6 +12,7 @@ import (
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/mcp"
+	"github.com/packbot/packbot/store"
 )
 
 // Conversation lets a flow talk with its user while it handles an event — what a server asks
@@ -60,10 +61,11 @@ type asker struct {
 	lang   string
 	cancel context.CancelCauseFunc // cancels the call
 
+	session store.Session // a copy, for the menu with the cancel item
+
 	mu           sync.Mutex
 	lastProgress time.Time
 	menuSent     bool
-	menu         channel.Menu // the menu the user had, for the cancel item
 }
 
 // errCancelledByUser is the cause of a call the user cancelled.
@@ -77,7 +79,7 @@ func (t *turn) callContext(ctx context.Context) (cctx context.Context, stop func
 		return ctx, func() bool { return false }
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
-	a := &asker{e: t.e, conv: t.conv, lang: t.lang(), cancel: cancel, menu: t.e.Menu(ctx, *t.s)}
+	a := &asker{e: t.e, conv: t.conv, lang: t.lang(), cancel: cancel, session: *t.s}
 	cctx = mcp.WithAsker(cctx, a)
 	watch, stopWatch := context.WithCancel(cctx)
 	var wg sync.WaitGroup
@@ -155,7 +157,7 @@ func (a *asker) Progress(ctx context.Context, p mcp.Progress) {
 	if first {
 		msgs[0].Text.Content += "\n" + a.tr("MCP_PROGRESS_CANCEL_HINT")
 		if a.e.caps.Menus {
-			m := a.menu
+			m := a.e.Menu(ctx, a.session)
 			m.ID = newMessageID()
 			m.Options = append(append([]channel.MenuOption(nil), m.Options...), channel.MenuOption{ID: cancelOption, Title: a.tr("MENU_CANCEL_CALL")})
 			msgs = append(msgs, channel.Outbound{Menu: &m})

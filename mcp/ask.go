@@ -64,7 +64,7 @@ func (c *conn) elicit(ctx context.Context, req *mcpsdk.ElicitRequest) (*mcpsdk.E
 		return &mcpsdk.ElicitResult{Action: ActionDecline}, nil
 	}
 	p := req.Params
-	e := Elicitation{Server: c.srv.Name, Tool: lc.tool, Mode: p.Mode, Message: p.Message}
+	e := Elicitation{Server: c.srv.Name, Tool: lc.tool, Mode: p.Mode, Message: clip(p.Message, maxElicitMessage)}
 	if e.Mode == "" {
 		e.Mode = ElicitForm
 		if p.URL != "" {
@@ -79,6 +79,9 @@ func (c *conn) elicit(ctx context.Context, req *mcpsdk.ElicitRequest) (*mcpsdk.E
 		}
 		e.Fields = fields
 	case ElicitURL:
+		if err := checkElicitURL(p.URL); err != nil {
+			return nil, &jsonrpc.Error{Code: codeInvalidParams, Message: err.Error()}
+		}
 		e.URL, e.ID = p.URL, p.ElicitationID
 		done, forget := c.awaitCompletion(p.ElicitationID)
 		defer forget()
@@ -151,7 +154,7 @@ func (c *conn) progress(ctx context.Context, req *mcpsdk.ProgressNotificationCli
 	}
 	lc.timer.restart()
 	if lc.asker != nil {
-		lc.asker.Progress(lc.ctx, Progress{Server: c.srv.Name, Tool: lc.tool, Message: req.Params.Message,
+		lc.asker.Progress(lc.ctx, Progress{Server: c.srv.Name, Tool: lc.tool, Message: clip(req.Params.Message, maxProgressMessage),
 			Progress: req.Params.Progress, Total: req.Params.Total})
 	}
 }

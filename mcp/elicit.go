@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"net/mail"
 	"net/url"
 	"regexp"
@@ -40,6 +41,50 @@ func WithAsker(ctx context.Context, a Asker) context.Context {
 func askerFrom(ctx context.Context) Asker {
 	a, _ := ctx.Value(askerKey{}).(Asker)
 	return a
+}
+
+// Bounds on what a server may put before a person (a hostile or broken server must not flood
+// the chat): longer texts are clipped; a longer URL, or a form with more fields or options, is
+// refused.
+const (
+	maxElicitMessage   = 2000
+	maxProgressMessage = 200
+	maxFieldTitle      = 200
+	maxFieldText       = 500
+	maxFormFields      = 20
+	maxEnumValues      = 50
+	maxElicitURL       = 4096
+)
+
+// clip returns s cut to at most n runes ("…" marks a cut).
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}
+
+// checkElicitURL accepts the links a person may be sent: https, or http on a loopback host.
+func checkElicitURL(raw string) error {
+	if len(raw) > maxElicitURL {
+		return fmt.Errorf("the URL is longer than %d bytes", maxElicitURL)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("the URL %q is not an absolute URL", clip(raw, 100))
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && (u.Hostname() == "localhost" || isLoopbackIP(u.Hostname())):
+	default:
+		return fmt.Errorf("the URL's scheme %q is refused: packbot sends people https links only", u.Scheme)
+	}
+	return nil
+}
+
+func isLoopbackIP(h string) bool {
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Elicitation modes.
@@ -289,6 +334,9 @@ func parseFields(schema any) ([]ElicitField, error) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("read the requested schema: %w", err)
 	}
+	if len(s.Properties) > maxFormFields {
+		return nil, fmt.Errorf("the form has %d fields; packbot asks at most %d", len(s.Properties), maxFormFields)
+	}
 	fields := make([]ElicitField, 0, len(s.Properties))
 	for _, p := range s.Properties {
 		var d struct {
@@ -321,7 +369,7 @@ func parseFields(schema any) ([]ElicitField, error) {
 		if err := json.Unmarshal(p.value, &d); err != nil {
 			return nil, fmt.Errorf("read field %q of the requested schema: %w", p.name, err)
 		}
-		f := ElicitField{Name: p.name, Title: d.Title, Description: d.Description, Type: d.Type,
+		f := ElicitField{Name: p.name, Title: clip(d.Title, maxFieldTitle), Description: clip(d.Description, maxFieldText), Type: d.Type,
 			Required: slices.Contains(s.Required, p.name), Enum: d.Enum, EnumTitles: d.EnumNames, Default: d.Default,
 			Min: d.Minimum, Max: d.Maximum, MinLength: d.MinLength, MaxLength: d.MaxLength, Pattern: d.Pattern, Format: d.Format}
 		if f.Type == FieldArray && d.Items != nil {
@@ -337,8 +385,14 @@ func parseFields(schema any) ([]ElicitField, error) {
 				f.EnumTitles = append(f.EnumTitles, cmpOr(o.Title, o.Const))
 			}
 		}
+		if len(f.Enum) > maxEnumValues {
+			return nil, fmt.Errorf("field %q of the requested schema has %d options; packbot offers at most %d", p.name, len(f.Enum), maxEnumValues)
+		}
 		if len(f.EnumTitles) != len(f.Enum) {
 			f.EnumTitles = slices.Clone(f.Enum)
+		}
+		for i, t := range f.EnumTitles {
+			f.EnumTitles[i] = clip(cmpOr(t, f.Enum[i]), maxFieldTitle)
 		}
 		switch {
 		case f.Type == FieldString, f.Type == FieldNumber, f.Type == FieldInteger, f.Type == FieldBoolean:

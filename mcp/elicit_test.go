@@ -3,8 +3,11 @@ package mcp_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/packbot/packbot/mcp"
 )
@@ -59,6 +62,38 @@ func TestFieldParse(t *testing.T) {
 	}
 	if _, err := mcp.ParseFields(map[string]any{"properties": map[string]any{"x": map[string]any{"type": "object"}}}); err == nil {
 		t.Error("a nested object was accepted")
+	}
+}
+
+// TestFormBounds: a server cannot flood the chat: too many fields or options are refused, long
+// titles clipped, and only https links (http on loopback) are sent.
+func TestFormBounds(t *testing.T) {
+	many := map[string]any{}
+	for i := range 21 {
+		many[fmt.Sprintf("f%02d", i)] = map[string]any{"type": "string"}
+	}
+	if _, err := mcp.ParseFields(map[string]any{"properties": many}); err == nil || !strings.Contains(err.Error(), "at most 20") {
+		t.Errorf("21 fields: %v", err)
+	}
+	enum := make([]any, 51)
+	for i := range enum {
+		enum[i] = fmt.Sprint(i)
+	}
+	if _, err := mcp.ParseFields(map[string]any{"properties": map[string]any{"e": map[string]any{"type": "string", "enum": enum}}}); err == nil {
+		t.Error("51 options accepted")
+	}
+	fields, err := mcp.ParseFields(map[string]any{"properties": map[string]any{"s": map[string]any{"type": "string", "title": strings.Repeat("é", 300)}}})
+	if err != nil || utf8.RuneCountInString(fields[0].Title) != 201 || !utf8.ValidString(fields[0].Title) {
+		t.Errorf("long title: %v, %d runes", err, utf8.RuneCountInString(fields[0].Title))
+	}
+	for raw, ok := range map[string]bool{
+		"https://hr.example/consent?x=1": true, "http://127.0.0.1:9/cb": true, "http://localhost/cb": true,
+		"http://hr.example/consent": false, "javascript:alert(1)": false, "data:text/html,hi": false, "/relative": false,
+		"https://" + strings.Repeat("a", 5000) + ".example": false,
+	} {
+		if err := mcp.CheckElicitURL(raw); (err == nil) != ok {
+			t.Errorf("CheckElicitURL(%.40q) = %v, want ok=%v", raw, err, ok)
+		}
 	}
 }
 

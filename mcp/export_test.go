@@ -7,3 +7,6 @@ func (p *Pool) Sweep(now time.Time) int { return p.sweep(now) }
 
 // ParseFields reads a form elicitation's requested schema.
 var ParseFields = parseFields
+
+// CheckElicitURL accepts the links a URL elicitation may send a person.
+var CheckElicitURL = checkElicitURL

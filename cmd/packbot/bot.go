@@ -74,25 +74,6 @@ func newModel(ctx context.Context, a *app, p *packs.Pack) (*agent.Model, error) 
 	return model, nil
 }
 
-// sampler answers MCP sampling requests with the pack's LLM, without tools.
-type sampler struct{ m *agent.Model }
-
-func (s sampler) Sample(ctx context.Context, r mcp.SampleRequest) (mcp.SampleResult, error) {
-	msgs := make([]agent.Message, 0, len(r.Messages))
-	for _, m := range r.Messages {
-		role := agent.RoleUser
-		if m.Role == "assistant" {
-			role = agent.RoleAssistant
-		}
-		msgs = append(msgs, agent.Message{Role: role, Content: m.Text})
-	}
-	text, model, err := s.m.Complete(ctx, r.SystemPrompt, msgs, r.MaxTokens)
-	if err != nil {
-		return mcp.SampleResult{}, fmt.Errorf("sample for MCP server %s: %w", r.Server, err)
-	}
-	return mcp.SampleResult{Text: text, Model: model}, nil
-}
-
 // durationEnv reads a duration variable (default def when unset).
 func durationEnv(a *app, name string, def time.Duration) (time.Duration, error) {
 	v := a.getenv(name)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/packbot/packbot/agent"
 	"github.com/packbot/packbot/bot"
+	"github.com/packbot/packbot/flows"
 
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/mcp/oauth"
@@ -30,7 +31,7 @@ func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *sec
 			n.notify(context.WithoutCancel(ctx), identity, bot.Notice{Key: "MCP_CREDENTIAL_REJECTED", Args: []string{"server", server}})
 		}}
 	if model != nil {
-		cfg.Sampler = sampler{model} // only servers whose pack entry allows sampling use it
+		cfg.Sampler = flows.NewSampler(model) // only servers whose pack entry allows sampling use it
 	}
 	var manager *oauth.Manager
 	if kr != nil {

@@ -306,14 +306,16 @@ func TestDefaultPublicURL(t *testing.T) {
 	}
 }
 
-// TestServeRefusesBadSweepInterval: a malformed PACKBOT_APPROVAL_SWEEP stops serve with a message
-// naming the variable and the fix.
-func TestServeRefusesBadSweepInterval(t *testing.T) {
-	dir := t.TempDir()
-	p := startPackbot(t, dir, []string{"PACKBOT_APPROVAL_SWEEP=soon"}, "serve", "--http", "127.0.0.1:0")
-	err := <-p.done
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(p.output(), `PACKBOT_APPROVAL_SWEEP="soon": want a positive duration such as 15s`) {
-		t.Fatalf("exit %v, output:\n%s", err, p.output())
+// TestServeRefusesBadDurations: a malformed PACKBOT_APPROVAL_SWEEP or
+// PACKBOT_ELICITATION_TIMEOUT stops serve with a message naming the variable and the fix.
+func TestServeRefusesBadDurations(t *testing.T) {
+	for _, v := range []string{"PACKBOT_APPROVAL_SWEEP", "PACKBOT_ELICITATION_TIMEOUT"} {
+		dir := t.TempDir()
+		p := startPackbot(t, dir, []string{v + "=soon"}, "serve", "--http", "127.0.0.1:0")
+		err := <-p.done
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(p.output(), v+`="soon": want a positive duration such as 15s`) {
+			t.Fatalf("%s: exit %v, output:\n%s", v, err, p.output())
+		}
 	}
 }

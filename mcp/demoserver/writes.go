@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 summarize_record exercises sampling (deprecated from protocol 2026-07-28 only)
+
 package demoserver
 
 import (
@@ -20,7 +22,9 @@ import (
 // committed with the token; the commit asks the host for the user's approval through form
 // elicitation and fails closed when the client does not advertise it, or the user declines,
 // cancels or does not answer. request_time_off asks for a form with an enum, a boolean, a
-// number and a string with a default. Both count their executions in [Server.Stats] (a commit
+// number and a string with a default; export_records reports progress until cancelled;
+// link_account sends the user to a page (URL elicitation); summarize_record samples the client's
+// LLM. They count their executions in [Server.Stats] (a commit
 // counts only when it committed).
 
 type writes struct {
@@ -95,6 +99,46 @@ func (s *Server) registerWrites() {
 			return nil, out, err
 		})
 	s.trackTool("request_time_off", true)
+	// export_records reports progress, then works until it is cancelled (counted as a tool
+	// error: the client's notifications/cancelled reached it).
+	mcp.AddTool(s.mcp, &mcp.Tool{Name: "export_records", Description: "Export every record; reports progress and runs until cancelled."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ timeOffIn) (*mcp.CallToolResult, map[string]any, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Message: "exporting", Progress: 1, Total: 100})
+			}
+			<-ctx.Done()
+			s.stats.record("export_records", ctx.Err())
+			return nil, nil, ctx.Err()
+		})
+	s.trackTool("export_records", true)
+	// link_account sends the user to a page (URL elicitation) and reports their action.
+	mcp.AddTool(s.mcp, &mcp.Tool{Name: "link_account", Description: "Link the user's account on the records site."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ timeOffIn) (*mcp.CallToolResult, map[string]any, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "url", Message: "Link your account",
+				URL: "https://records.example/link", ElicitationID: "link-1"})
+			s.stats.record("link_account", err)
+			if err != nil {
+				return nil, nil, err
+			}
+			return nil, map[string]any{"action": res.Action}, nil
+		})
+	s.trackTool("link_account", true)
+	// summarize_record has the client's LLM write a summary (sampling).
+	mcp.AddTool(s.mcp, &mcp.Tool{Name: "summarize_record", Description: "Summarise a record with the assistant's model."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ timeOffIn) (*mcp.CallToolResult, map[string]any, error) {
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 500, SystemPrompt: "Summarise HR records.",
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "record 42"}}}})
+			s.stats.record("summarize_record", err)
+			if err != nil {
+				return nil, nil, err
+			}
+			text, _ := res.Content.(*mcp.TextContent)
+			if text == nil {
+				return nil, nil, errors.New("the sample is not text")
+			}
+			return nil, map[string]any{"summary": text.Text}, nil
+		})
+	s.trackTool("summarize_record", true)
 }
 
 func (w *writes) commit(ctx context.Context, req *mcp.CallToolRequest, token string) (commitOut, error) {
