@@ -306,12 +306,12 @@ const kindOut = "out"
 func (b *Bot) outRows(conn string, msgs []channel.Outbound, now time.Time) ([]store.OutboxMessage, error) {
 	rows := make([]store.OutboxMessage, 0, len(msgs))
 	for _, o := range msgs {
-		payload, err := json.Marshal(o)
+		m, err := store.NewOutboxMessage("", conn, kindOut, o)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s message: %w", o.Type(), err)
 		}
-		rows = append(rows, store.OutboxMessage{ConnectionID: conn, Kind: kindOut, Payload: payload, CreatedAt: now,
-			NextAttemptAt: now.Add(deliveryLease)})
+		m.CreatedAt, m.NextAttemptAt = now, now.Add(deliveryLease)
+		rows = append(rows, m)
 	}
 	return rows, nil
 }
