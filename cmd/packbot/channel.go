@@ -57,8 +57,11 @@ type channelDeps struct {
 	undelivered func(reason string)
 }
 
+// channelFactory opens a channel.
+type channelFactory func(ctx context.Context, d channelDeps) (*openedChannel, error)
+
 // channelFactories maps a channel name to its constructor (explicit, no init registration).
-var channelFactories = map[string]func(ctx context.Context, d channelDeps) (*openedChannel, error){
+var channelFactories = map[string]channelFactory{
 	"didcomm": openDIDComm,
 	"vsagent": openVSAgent,
 }
