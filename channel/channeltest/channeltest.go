@@ -255,6 +255,11 @@ func Run(t *testing.T, open func(t *testing.T) Harness) {
 				if err := <-done; err != nil {
 					t.Errorf("Run returned %v after its context ended", err)
 				}
+				for range 2 {
+					if err := h.Channel.Close(); err != nil {
+						t.Errorf("Close after Run returned (twice: it is idempotent): %v", err)
+					}
+				}
 			}()
 			tc.run(ctx, t, h, ev)
 		})

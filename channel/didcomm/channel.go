@@ -92,7 +92,7 @@ func Open(ctx context.Context, cfg Config) (*Channel, error) {
 	return c, nil
 }
 
-// Close stops the agent. Call it after Run has returned.
+// Close implements channel.Channel: it stops the agent. Call it after Run has returned.
 func (c *Channel) Close() error { return c.a.close() }
 
 // Name implements channel.Channel.
@@ -106,11 +106,23 @@ func (c *Channel) Mount(mux *http.ServeMux) {
 
 // Invitation returns the bot's reusable invitation as a URL wallets can scan.
 func (c *Channel) Invitation(ctx context.Context) (string, error) {
+	inv, err := c.ConnectionInvitation(ctx)
+	return inv.URL, err
+}
+
+// ConnectionInvitation implements channel.Inviter: the bot's reusable out-of-band invitation,
+// whose short form is GET /invitation on the bot's server.
+func (c *Channel) ConnectionInvitation(ctx context.Context) (channel.ConnectionInvitation, error) {
 	inv, err := c.a.invitation(ctx)
 	if err != nil {
-		return "", err
+		return channel.ConnectionInvitation{}, err
 	}
-	return InvitationURL(strings.TrimRight(c.cfg.PublicURL, "/")+"/invitation", inv)
+	short := strings.TrimRight(c.cfg.PublicURL, "/") + "/invitation"
+	u, err := InvitationURL(short, inv)
+	if err != nil {
+		return channel.ConnectionInvitation{}, err
+	}
+	return channel.ConnectionInvitation{URL: u, ShortURL: short, Label: c.cfg.Label}, nil
 }
 
 // Run delivers inbound events to h until ctx is done.
@@ -343,4 +355,5 @@ var (
 	_ channel.InvitationSender = (*Channel)(nil)
 	_ channel.ReceiptSender    = (*Channel)(nil)
 	_ channel.HTTPMounter      = (*Channel)(nil)
+	_ channel.Inviter          = (*Channel)(nil)
 )

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -115,7 +114,7 @@ type services struct {
 	mux         *http.ServeMux
 	reg         *prometheus.Registry
 	undelivered *prometheus.CounterVec
-	ch          *openedChannel
+	ch          channel.Channel
 	bot         *bot.Bot
 	model       *agent.Model
 	pool        *mcp.Pool
@@ -132,12 +131,12 @@ func (s *services) components() []component {
 	return []component{
 		{name: "store", provision: s.openStore, stop: func(context.Context) error { return s.st.Close() }},
 		{name: "http listener", provision: s.listen, stop: s.closeListener},
-		{name: "channel", provision: s.openWalletChannel, stop: func(context.Context) error { return s.ch.close() }},
+		{name: "channel", provision: s.openWalletChannel, stop: func(context.Context) error { return s.ch.Close() }},
 		{name: "mcp pool", provision: s.openMCP, run: func(ctx context.Context) error { return s.pool.Run(ctx) },
 			stop: func(context.Context) error { s.pool.Close(); return nil }},
 		{name: "bot", provision: s.provisionBot, run: func(ctx context.Context) error { return s.bot.Run(ctx) }},
 		{name: "approvals sweeper", run: func(ctx context.Context) error { return s.approvals.Run(ctx) }},
-		{name: "channel " + s.kind, run: func(ctx context.Context) error { return s.ch.ch.Run(ctx, s.bot) }},
+		{name: "channel " + s.kind, run: func(ctx context.Context) error { return s.ch.Run(ctx, s.bot) }},
 		{name: "http server", provision: s.newServer, run: s.serve},
 	}
 }
@@ -188,16 +187,16 @@ func (s *services) closeListener(context.Context) error {
 // handles its events (its flows come once the MCP pool is there: see provisionBot).
 func (s *services) openWalletChannel(ctx context.Context) error {
 	a := s.app
-	oc, err := s.openChannel(ctx, channelDeps{app: a, pack: s.pack, records: s.st, storeKind: s.scfg.kind, dataDir: s.opts.store.dir(a),
+	ch, err := s.openChannel(ctx, channelDeps{app: a, pack: s.pack, records: s.st, storeKind: s.scfg.kind, dataDir: s.opts.store.dir(a),
 		publicURL: s.publicURL, maxBody: s.maxBody, undelivered: func(reason string) { s.undelivered.WithLabelValues(reason).Inc() }})
 	if err != nil {
 		return err
 	}
-	s.ch = oc
-	if m, ok := oc.ch.(channel.HTTPMounter); ok {
+	s.ch = ch
+	if m, ok := ch.(channel.HTTPMounter); ok {
 		m.Mount(s.mux)
 	}
-	s.bot, err = bot.New(bot.Config{Channel: oc.ch, Store: s.st, Logger: a.logger, Keyring: s.kr, BeforeHandle: a.beforeHandle})
+	s.bot, err = bot.New(bot.Config{Channel: ch, Store: s.st, Logger: a.logger, Keyring: s.kr, BeforeHandle: a.beforeHandle})
 	if err != nil {
 		return err
 	}
@@ -262,8 +261,8 @@ func (s *services) started(ctx context.Context) {
 	log := s.app.logger
 	log.InfoContext(ctx, "packbot serving", slog.String("http", "http://"+s.ln.Addr().String()), slog.String("channel", s.kind),
 		slog.String("public_url", s.publicURL))
-	if s.ch.invitation != nil {
-		if err := printInvitation(ctx, s.app, s.ch.invitation); err != nil {
+	if inv, ok := s.ch.(channel.Inviter); ok {
+		if err := printInvitation(ctx, s.app, inv); err != nil {
 			log.ErrorContext(ctx, "invitation", slog.Any("err", err))
 		}
 	}
@@ -282,19 +281,19 @@ func defaultPublicURL(addr net.Addr) string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
-// printInvitation prints the channel's invitation as a URL and a terminal QR code on stdout.
-// The QR code holds the short form, <public URL>/invitation, which wallets fetch the
-// invitation from (RFC 0434 short URL): it fits an 80-column terminal, where the whole
-// invitation would not.
-func printInvitation(ctx context.Context, a *app, invitation func(context.Context) (string, error)) error {
-	u, err := invitation(ctx)
+// printInvitation prints the channel's invitation as a URL and, when it has a short form, a
+// terminal QR code of that (the whole invitation would not fit an 80-column terminal) on stdout.
+func printInvitation(ctx context.Context, a *app, ch channel.Inviter) error {
+	inv, err := ch.ConnectionInvitation(ctx)
 	if err != nil {
 		return err
 	}
-	short, _, _ := strings.Cut(u, "?")
-	fmt.Fprintf(a.stdout, "\nConnect a wallet with this invitation (or run: packbot wallet --invitation '%s'):\n\n%s\n\n", u, u)
-	fmt.Fprintf(a.stdout, "Or scan this QR code with a wallet app (it opens %s; as an image: %s?format=png):\n\n", short, short)
-	return didcomm.WriteQR(a.stdout, short)
+	fmt.Fprintf(a.stdout, "\nConnect a wallet with this invitation (or run: packbot wallet --invitation '%s'):\n\n%s\n\n", inv.URL, inv.URL)
+	if inv.ShortURL == "" {
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "Or scan this QR code with a wallet app (it opens %s; as an image: %s?format=png):\n\n", inv.ShortURL, inv.ShortURL)
+	return didcomm.WriteQR(a.stdout, inv.ShortURL)
 }
 
 // newHTTPHandler serves the operational endpoints; the wallet channel (the DIDComm inbound
