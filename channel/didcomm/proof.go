@@ -162,10 +162,10 @@ func (p *proofs) request(ctx context.Context, conn string, r channel.ProofReques
 	if _, err := p.a.connection(conn); err != nil {
 		return "", err
 	}
-	pol := credential.Policy{Type: r.CredentialType, Issuers: r.Issuers, Formats: r.Formats}
-	if pol.Type == "" {
-		return "", fmt.Errorf("didcomm: request proof: %w: no credential type", channel.ErrRefused)
+	if r.W3C == nil || r.W3C.CredentialType == "" {
+		return "", fmt.Errorf("didcomm: request proof: %w: no W3C credential type", channel.ErrRefused)
 	}
+	pol := credential.Policy{Type: r.W3C.CredentialType, Issuers: r.W3C.Issuers, Formats: r.W3C.Formats}
 	def, err := credential.Definition(pol, r.Purpose)
 	if err != nil {
 		return "", fmt.Errorf("didcomm: request proof: %w", err)
@@ -324,5 +324,6 @@ func parseRequest(conn string, raw []byte) (heldRequest, error) {
 		return heldRequest{}, err
 	}
 	return heldRequest{Conn: conn, Challenge: req.Options.Challenge, Domain: req.Options.Domain, Definition: req.Definition,
-		Request: channel.ProofRequest{Purpose: msg.Comment, CredentialType: pol.Type, Issuers: pol.Issuers, Formats: pol.Formats}}, nil
+		Request: channel.ProofRequest{Purpose: msg.Comment,
+			W3C: &channel.W3CRequest{CredentialType: pol.Type, Issuers: pol.Issuers, Formats: pol.Formats}}}, nil
 }

@@ -289,13 +289,17 @@ func (w *Wallet) Present(_ context.Context, requestID string) error {
 		return err
 	}
 	var creds [][]byte
+	var typ string
+	if req.Request.W3C != nil { // set by the wallet's decoding of every request
+		typ = req.Request.W3C.CredentialType
+	}
 	for _, c := range w.cfg.Credentials {
-		if slices.Contains(credentialTypes(c), req.Request.CredentialType) {
+		if slices.Contains(credentialTypes(c), typ) {
 			creds = append(creds, c)
 		}
 	}
 	if len(creds) == 0 {
-		return errors.Join(ErrNoCredential, w.problem(req.Conn, requestID, codeNoCredential, "no credential of type "+req.Request.CredentialType))
+		return errors.Join(ErrNoCredential, w.problem(req.Conn, requestID, codeNoCredential, "no credential of type "+typ))
 	}
 	// A presentation with a DIF presentation_submission, as the submission format expects.
 	vp, err := credential.Submit(w.cfg.Holder, req.Definition, creds, req.Challenge, req.Domain)
