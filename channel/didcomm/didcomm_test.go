@@ -63,7 +63,7 @@ func presentVP(t *testing.T, tw *testWallet, requestID string, vp []byte) {
 	msg := presentation{header: header{Type: typePresentation, ID: uuid.NewString(), Thread: &thread{ThID: requestID}},
 		Formats: []attachFormat{{AttachID: "p", Format: formatPESubmission}},
 		Attach:  []attachment{{ID: "p", MimeType: "application/ld+json", Data: attachData{JSON: vp}}}}
-	if err := tw.w.a.send(req.Conn, msg); err != nil {
+	if err := tw.w.a.send(t.Context(), req.Conn, msg); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -195,7 +195,7 @@ func (p *proofs) request(ctx context.Context, conn string, r channel.ProofReques
 		Tags: []store.Tag{{Name: "conn", Value: conn}}}); err != nil {
 		return "", fmt.Errorf("didcomm: record proof request: %w", err)
 	}
-	if err := p.a.send(conn, msg); err != nil {
+	if err := p.a.send(ctx, conn, msg); err != nil {
 		return "", errors.Join(err, p.a.cfg.Records.DeleteRecord(ctx, p.ns, msg.ID))
 	}
 	return msg.ID, nil
@@ -255,7 +255,7 @@ func (p *proofs) inbound(ctx context.Context, conn string, typ string, m service
 			pr.Description.Code, pr.Description.En = codeVerificationFailed, res.Reason
 			reply = pr
 		}
-		if err := p.a.send(conn, reply); err != nil {
+		if err := p.a.send(ctx, conn, reply); err != nil {
 			p.log.WarnContext(ctx, "didcomm presentation answer", "connection", conn, "err", err)
 		}
 		return res, true
