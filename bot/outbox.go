@@ -247,9 +247,9 @@ func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
 			continue
 		}
 		for _, s := range ss {
-			payload, _ := json.Marshal(channel.MenuRequested{Conn: s.ConnectionID}) // cannot fail
+			payload, _ := json.Marshal(menuRefresh{Conn: s.ConnectionID}) // a string: cannot fail
 			ev := store.InboxEvent{ConnectionID: s.ConnectionID, Kind: kindRefreshMenu, Payload: payload}
-			if err := b.accept(ctx, ev, channel.MenuRequested{Conn: s.ConnectionID}); err != nil {
+			if err := b.accept(ctx, ev, nil); err != nil {
 				b.log.WarnContext(ctx, "refresh menu", slog.String("connection", s.ConnectionID), slog.Any("err", err))
 			}
 		}

@@ -38,7 +38,8 @@ const deliveryLease = 10 * time.Second
 // process handles one event: the session (cached by the worker while it holds the lease), the
 // flow, the menu, then everything in one commit with the event's completion, then delivery.
 func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
-	if it.event == nil {
+	refresh := it.kind == kindRefreshMenu
+	if it.event == nil && !refresh {
 		return b.park(ctx, w, it, "the event cannot be decoded")
 	}
 	if it.attempts >= b.maxAttempts {
@@ -55,7 +56,6 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 		herr error
 	)
 	j := &journal{b: b, w: w, it: it}
-	refresh := it.kind == kindRefreshMenu
 	if !refresh {
 		var interrupted []flows.Step
 		if len(it.steps) > 0 {
