@@ -281,6 +281,9 @@ func (b *Bot) Run(ctx context.Context) error {
 	if err := b.retry(ctx, time.Hour, "heartbeat", func(ctx context.Context) error {
 		return b.st.Heartbeat(ctx, b.holder, heartbeatTTL, b.now())
 	}); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
+		}
 		return fmt.Errorf("bot: first heartbeat: %w", err)
 	}
 	close(b.live)
