@@ -13,7 +13,7 @@ import (
 type component struct {
 	name string
 	// provision builds the part: it may do I/O (open a database, listen on a port) but starts no
-	// goroutine.
+	// goroutine. When it fails, it releases what it took itself: stop is not called.
 	provision func(ctx context.Context) error
 	// run runs the part until ctx ends, then returns nil. A return before that, with or without
 	// an error, is the part failing: serve stops.

@@ -198,7 +198,7 @@ func (s *services) openWalletChannel(ctx context.Context) error {
 	}
 	s.bot, err = bot.New(bot.Config{Channel: ch, Store: s.st, Logger: a.logger, Keyring: s.kr, BeforeHandle: a.beforeHandle})
 	if err != nil {
-		return err
+		return errors.Join(err, ch.Close()) // a failed provision is not stopped
 	}
 	registerBotMetrics(s.reg, s.bot.Stats())
 	return nil
