@@ -21,8 +21,9 @@ import (
 // openMCP builds the MCP pool of the pack and, when the pack has OAuth servers and the bot can
 // seal tokens, the OAuth manager whose callback mounts on mux; when the pack has
 // client_credentials servers, the machine client that gets packbot's own tokens for them (it
-// reads their private key files, and a key it cannot use stops serve). It does no network I/O:
-// the pool connects when it runs.
+// reads their private key files, and a key it cannot use stops serve). The pool's and the
+// manager's notices go to bot b (nil: nowhere). It does no network I/O: the pool connects when
+// it runs.
 func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, publicURL string, mux *http.ServeMux, b *bot.Bot, model *agent.Model) (*mcp.Pool, *oauth.Manager, error) {
 	log := a.logger
 	cfg := mcp.Config{Servers: p.MCP.Servers, Logger: log, ClientName: "packbot", ClientVersion: version()}
