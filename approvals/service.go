@@ -486,8 +486,8 @@ func (s *Service) Sweep(ctx context.Context) {
 
 // notice is the outbox message carrying m to identity.
 func notice(identity string, m i18n.Message) store.OutboxMessage {
-	payload, _ := json.Marshal(m) // strings only: cannot fail
-	return store.OutboxMessage{Identity: identity, Kind: i18n.MessageKind, Payload: payload}
+	n, _ := store.NewOutboxMessage(identity, "", i18n.MessageKind, m) // strings only: cannot fail
+	return n
 }
 
 // kickAll asks for the delivery of committed notices.

@@ -29,9 +29,12 @@ const (
 type Config struct {
 	Channel channel.Channel
 	Store   store.Store
-	Flows   *flows.Engine
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// Flows decides what each event does. It may be left nil and given later with
+	// [Bot.SetFlows], before Run: the engine's own dependencies (approvals, the MCP pool) send
+	// their notices through the bot, so it is built after it.
+	Flows  *flows.Engine
+	Logger *slog.Logger
+	Now    func() time.Time
 	// Keyring, when set, seals the inbox's copy of every inbound event (a text may be a
 	// credential typed for an MCP server); nil stores events in the clear.
 	Keyring *secret.Keyring
@@ -99,8 +102,8 @@ type Bot struct {
 
 // New checks cfg and returns a bot. It does no I/O.
 func New(cfg Config) (*Bot, error) {
-	if cfg.Channel == nil || cfg.Store == nil || cfg.Flows == nil {
-		return nil, errors.New("bot: Channel, Store and Flows are required")
+	if cfg.Channel == nil || cfg.Store == nil {
+		return nil, errors.New("bot: Channel and Store are required")
 	}
 	b := &Bot{
 		ch: cfg.Channel, st: cfg.Store, flows: cfg.Flows, log: cfg.Logger, now: cfg.Now, kr: cfg.Keyring,
@@ -143,6 +146,13 @@ func New(cfg Config) (*Bot, error) {
 	b.log = b.log.With(slog.String("replica", b.holder))
 	return b, nil
 }
+
+// SetFlows gives the bot its flows engine when [Config].Flows was nil. Call it before Run, from
+// the goroutine that calls Run.
+func (b *Bot) SetFlows(e *flows.Engine) { b.flows = e }
+
+// Capabilities are the optional capabilities of the bot's channel.
+func (b *Bot) Capabilities() channel.Capabilities { return b.caps }
 
 // Holder is this process's name among the replicas.
 func (b *Bot) Holder() string { return b.holder }
@@ -264,10 +274,16 @@ func (b *Bot) Run(ctx context.Context) error {
 	b.started = true
 	b.mu.Unlock()
 	defer b.cancelWork()
+	if b.flows == nil {
+		return errors.New("bot: Run without flows (Config.Flows or SetFlows)")
+	}
 
 	if err := b.retry(ctx, time.Hour, "heartbeat", func(ctx context.Context) error {
 		return b.st.Heartbeat(ctx, b.holder, heartbeatTTL, b.now())
 	}); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
+		}
 		return fmt.Errorf("bot: first heartbeat: %w", err)
 	}
 	close(b.live)

@@ -9,9 +9,15 @@ import (
 	"github.com/packbot/packbot/store"
 )
 
-// kindRefreshMenu is the bot's own event asking a connection's worker to re-send the menu if
-// it changed (a badge count moved); its payload is a [channel.MenuRequested].
+// kindRefreshMenu is the bot's own inbox event, no wallet's: it asks a connection's worker to
+// re-send the menu if it changed (a badge count moved). Its payload is a [menuRefresh], and it
+// decodes to no [channel.Event].
 const kindRefreshMenu = "bot.refresh-menu"
+
+// menuRefresh is the payload of a kindRefreshMenu event.
+type menuRefresh struct {
+	Conn string `json:"conn"`
+}
 
 // sealedEvent is the inbox payload of an event sealed with the keyring.
 type sealedEvent struct {
@@ -43,8 +49,11 @@ func (b *Bot) encode(conn string, e channel.Event) (string, []byte, error) {
 	return kind, sealed, nil
 }
 
-// decode is the inverse of encode.
+// decode is the inverse of encode; a kindRefreshMenu event decodes to nil.
 func (b *Bot) decode(ev store.InboxEvent) (channel.Event, error) {
+	if ev.Kind == kindRefreshMenu {
+		return nil, nil
+	}
 	payload := ev.Payload
 	var s sealedEvent
 	if json.Unmarshal(payload, &s) == nil && len(s.Sealed.Ciphertext) > 0 {
@@ -57,11 +66,7 @@ func (b *Bot) decode(ev store.InboxEvent) (channel.Event, error) {
 		}
 		payload = plain
 	}
-	kind := ev.Kind
-	if kind == kindRefreshMenu {
-		kind = channel.KindMenuRequested
-	}
-	e, err := channel.DecodeEvent(kind, payload)
+	e, err := channel.DecodeEvent(ev.Kind, payload)
 	if err != nil {
 		return nil, err
 	}

@@ -299,9 +299,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		om, err = oauth.New(oauth.Config{Credentials: h.st, Records: h.st, Keyring: kr, Servers: p.MCP.Servers, Logger: log,
 			CallbackURL: cb.URL + oauth.DefaultCallbackPath,
 			// As serve wires it: the confirmation goes through the outbox.
-			OnAuthorized: func(ctx context.Context, identity, server string) {
-				_ = h.bot.Notify(ctx, identity, bot.Notice{Key: "MCP_CONFIG_OAUTH_DONE", Args: []string{"server", server}})
-			}})
+			OnAuthorized: func(ctx context.Context, identity, server string) { h.bot.OAuthAuthorized(ctx, identity, server) }})
 		if err != nil {
 			t.Fatal(err)
 		}

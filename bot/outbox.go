@@ -29,11 +29,11 @@ const (
 // Notify stores a notice for identity in the durable outbox and delivers it now if the identity
 // has a connection; otherwise it waits until one connects (or for the next retry).
 func (b *Bot) Notify(ctx context.Context, identity string, n Notice) error {
-	payload, err := json.Marshal(n)
+	m, err := store.NewOutboxMessage(identity, "", KindNotice, n)
 	if err != nil {
 		return fmt.Errorf("notify %s: %w", identity, err)
 	}
-	if _, err := b.st.EnqueueOutbox(ctx, store.OutboxMessage{Identity: identity, Kind: KindNotice, Payload: payload}); err != nil {
+	if _, err := b.st.EnqueueOutbox(ctx, m); err != nil {
 		return fmt.Errorf("notify %s: %w", identity, err)
 	}
 	b.Kick(identity)
@@ -247,9 +247,9 @@ func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
 			continue
 		}
 		for _, s := range ss {
-			payload, _ := json.Marshal(channel.MenuRequested{Conn: s.ConnectionID}) // cannot fail
+			payload, _ := json.Marshal(menuRefresh{Conn: s.ConnectionID}) // a string: cannot fail
 			ev := store.InboxEvent{ConnectionID: s.ConnectionID, Kind: kindRefreshMenu, Payload: payload}
-			if err := b.accept(ctx, ev, channel.MenuRequested{Conn: s.ConnectionID}); err != nil {
+			if err := b.accept(ctx, ev, nil); err != nil {
 				b.log.WarnContext(ctx, "refresh menu", slog.String("connection", s.ConnectionID), slog.Any("err", err))
 			}
 		}

@@ -38,7 +38,8 @@ const deliveryLease = 10 * time.Second
 // process handles one event: the session (cached by the worker while it holds the lease), the
 // flow, the menu, then everything in one commit with the event's completion, then delivery.
 func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
-	if it.event == nil {
+	refresh := it.kind == kindRefreshMenu
+	if it.event == nil && !refresh {
 		return b.park(ctx, w, it, "the event cannot be decoded")
 	}
 	if it.attempts >= b.maxAttempts {
@@ -55,7 +56,6 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 		herr error
 	)
 	j := &journal{b: b, w: w, it: it}
-	refresh := it.kind == kindRefreshMenu
 	if !refresh {
 		var interrupted []flows.Step
 		if len(it.steps) > 0 {
@@ -306,12 +306,12 @@ const kindOut = "out"
 func (b *Bot) outRows(conn string, msgs []channel.Outbound, now time.Time) ([]store.OutboxMessage, error) {
 	rows := make([]store.OutboxMessage, 0, len(msgs))
 	for _, o := range msgs {
-		payload, err := json.Marshal(o)
+		m, err := store.NewOutboxMessage("", conn, kindOut, o)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s message: %w", o.Type(), err)
 		}
-		rows = append(rows, store.OutboxMessage{ConnectionID: conn, Kind: kindOut, Payload: payload, CreatedAt: now,
-			NextAttemptAt: now.Add(deliveryLease)})
+		m.CreatedAt, m.NextAttemptAt = now, now.Add(deliveryLease)
+		rows = append(rows, m)
 	}
 	return rows, nil
 }

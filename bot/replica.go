@@ -171,7 +171,9 @@ func (b *Bot) notified(n store.Notification) {
 
 // invalidate drops the cached badge counts of identities here and on every other replica.
 func (b *Bot) invalidate(ctx context.Context, identities []string) {
-	b.flows.InvalidateCounts(identities)
+	if b.flows != nil { // nil until SetFlows: nothing is cached yet
+		b.flows.InvalidateCounts(identities)
+	}
 	if b.bus == nil || len(identities) == 0 {
 		return
 	}

@@ -35,7 +35,7 @@ func (f HandlerFunc) HandleEvent(ctx context.Context, id string, e Event) error 
 
 // Channel is a wallet channel. Its methods are safe for concurrent use. Run is called once;
 // Send methods may be called before Run returns and from any goroutine; after Run returns they
-// fail.
+// fail. Close is called last, once Run has returned (or when Run was never called).
 //
 // Outbound messages carry an ID chosen by the bot (a UUID). A channel uses it as the message's
 // id on the wire, so that a message sent again after a crash (the bot's outbox re-sends what it
@@ -51,6 +51,9 @@ type Channel interface {
 	Run(ctx context.Context, h Handler) error
 	// SendText sends a text to a connection and returns the message's id on the wire.
 	SendText(ctx context.Context, conn string, t Text) (string, error)
+	// Close releases what opening the channel took (an embedded agent, idle connections). It is
+	// idempotent, and safe on a channel that never ran.
+	Close() error
 }
 
 // MenuSender can show a contextual menu (replacing the previous one).
@@ -89,4 +92,21 @@ type ReceiptSender interface {
 // server (never a listener of its own). Call it before the server starts.
 type HTTPMounter interface {
 	Mount(mux *http.ServeMux)
+}
+
+// Inviter is a channel that has its own invitation, the one wallets connect to the bot with (an
+// embedded DIDComm agent's out-of-band invitation). serve and invite print it.
+type Inviter interface {
+	ConnectionInvitation(ctx context.Context) (ConnectionInvitation, error)
+}
+
+// ConnectionInvitation is how a wallet connects to the bot.
+type ConnectionInvitation struct {
+	// URL holds the whole invitation.
+	URL string
+	// ShortURL is where wallets fetch the invitation from (the RFC 0434 short form): short
+	// enough for a QR code in a terminal, where URL would not fit. "" when there is none.
+	ShortURL string
+	// Label is the name the bot introduces itself with.
+	Label string
 }

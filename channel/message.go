@@ -1,5 +1,10 @@
 package channel
 
+import (
+	"encoding/json"
+	"fmt"
+)
+
 // Outbound messages. They are plain values with JSON tags, so that the bot's durable outbox can
 // store them and send them later.
 
@@ -37,18 +42,56 @@ type Question struct {
 	Options []string `json:"options"`
 }
 
-// ProofRequest asks the wallet for a credential. The embedded DIDComm channel asks for a W3C
-// credential of CredentialType from one of Issuers in one of Formats; the vsagent channel asks
-// for an AnonCreds credential of CredentialDefinitionID with Attributes.
+// ProofRequest asks the wallet for a credential, in the terms of one or both credential
+// families: a channel uses the part it speaks (the embedded DIDComm channel W3C, the vsagent
+// channel AnonCreds) and refuses a request without it ([ErrRefused]).
 type ProofRequest struct {
 	ID string `json:"id,omitempty"`
 	// Purpose is shown to the user by wallets that display it.
-	Purpose                string   `json:"purpose,omitempty"`
-	CredentialType         string   `json:"credentialType,omitempty"`
-	Issuers                []string `json:"issuers,omitempty"`
-	Formats                []string `json:"formats,omitempty"`
-	CredentialDefinitionID string   `json:"credentialDefinitionId,omitempty"`
+	Purpose   string            `json:"purpose,omitempty"`
+	W3C       *W3CRequest       `json:"w3c,omitempty"`
+	AnonCreds *AnonCredsRequest `json:"anonCreds,omitempty"`
+}
+
+// W3CRequest asks for a W3C verifiable credential of CredentialType from one of Issuers (any
+// when empty) in one of Formats (any the channel verifies when empty).
+type W3CRequest struct {
+	CredentialType string   `json:"credentialType"`
+	Issuers        []string `json:"issuers,omitempty"`
+	Formats        []string `json:"formats,omitempty"`
+}
+
+// AnonCredsRequest asks for an AnonCreds credential of CredentialDefinitionID revealing
+// Attributes (all of them when empty).
+type AnonCredsRequest struct {
+	CredentialDefinitionID string   `json:"credentialDefinitionId"`
 	Attributes             []string `json:"attributes,omitempty"`
+}
+
+// UnmarshalJSON also reads the flat form written before the two families were split (outbox
+// rows stored by an older packbot): credentialType, issuers and formats become W3C,
+// credentialDefinitionId and attributes AnonCreds.
+func (r *ProofRequest) UnmarshalJSON(b []byte) error {
+	type plain ProofRequest // without this method
+	var v struct {
+		plain
+		CredentialType         string   `json:"credentialType"`
+		Issuers                []string `json:"issuers"`
+		Formats                []string `json:"formats"`
+		CredentialDefinitionID string   `json:"credentialDefinitionId"`
+		Attributes             []string `json:"attributes"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("decode proof request: %w", err)
+	}
+	*r = ProofRequest(v.plain)
+	if r.W3C == nil && v.CredentialType != "" {
+		r.W3C = &W3CRequest{CredentialType: v.CredentialType, Issuers: v.Issuers, Formats: v.Formats}
+	}
+	if r.AnonCreds == nil && v.CredentialDefinitionID != "" {
+		r.AnonCreds = &AnonCredsRequest{CredentialDefinitionID: v.CredentialDefinitionID, Attributes: v.Attributes}
+	}
+	return nil
 }
 
 // Invitation points the wallet to another agent, by DID or by invitation URL.

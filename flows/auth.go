@@ -129,14 +129,18 @@ func purposeKey(p *packs.Pack) string {
 // user.
 func ProofRequest(p *packs.Pack, purpose string) channel.ProofRequest {
 	a := p.Flows.Authentication
-	r := channel.ProofRequest{CredentialDefinitionID: a.CredentialDefinitionID, Purpose: purpose}
+	r := channel.ProofRequest{Purpose: purpose}
 	if c := a.Credential; c != nil {
-		r.CredentialType, r.Issuers, r.Formats = c.Type, c.Issuers, c.Formats
+		r.W3C = &channel.W3CRequest{CredentialType: c.Type, Issuers: c.Issuers, Formats: c.Formats}
 	}
-	for _, attr := range []string{a.UserIdentityAttribute, a.RolesAttribute, "name"} {
-		if attr != "" && !slices.Contains(r.Attributes, attr) {
-			r.Attributes = append(r.Attributes, attr)
+	if a.CredentialDefinitionID != "" {
+		ac := &channel.AnonCredsRequest{CredentialDefinitionID: a.CredentialDefinitionID}
+		for _, attr := range []string{a.UserIdentityAttribute, a.RolesAttribute, "name"} {
+			if attr != "" && !slices.Contains(ac.Attributes, attr) {
+				ac.Attributes = append(ac.Attributes, attr)
+			}
 		}
+		r.AnonCreds = ac
 	}
 	return r
 }

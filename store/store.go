@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -207,6 +209,19 @@ type OutboxMessage struct {
 	NextAttemptAt time.Time
 	Attempts      int
 	LastError     string
+}
+
+// NewOutboxMessage is the one constructor of outbox rows (grep for it: nothing else builds
+// one): v, encoded as JSON, of kind, to identity (whichever connection it has when the row is
+// delivered) or, with identity "", to conn. The caller writes the row in the transaction of what
+// caused it: an event's completion ([Completion].Outbox), an approval's step (the notices of
+// [Approvals]' updaters), or alone ([Outbox].EnqueueOutbox).
+func NewOutboxMessage(identity, conn, kind string, v any) (OutboxMessage, error) {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return OutboxMessage{}, fmt.Errorf("encode %s outbox message: %w", kind, err)
+	}
+	return OutboxMessage{Identity: identity, ConnectionID: conn, Kind: kind, Payload: payload}, nil
 }
 
 // OutboxClaim selects messages to deliver. Identity and ConnectionID narrow the claim to one

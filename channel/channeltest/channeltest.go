@@ -241,6 +241,7 @@ func Run(t *testing.T, open func(t *testing.T) Harness) {
 		{"InvitationAndReceipts", testInvitationAndReceipts},
 		{"OrderAndIsolation", testOrderAndIsolation},
 		{"UnknownConnection", testUnknownConnection},
+		{"OwnInvitation", testOwnInvitation},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), timeout)
@@ -254,6 +255,11 @@ func Run(t *testing.T, open func(t *testing.T) Harness) {
 				stop()
 				if err := <-done; err != nil {
 					t.Errorf("Run returned %v after its context ended", err)
+				}
+				for range 2 {
+					if err := h.Channel.Close(); err != nil {
+						t.Errorf("Close after Run returned (twice: it is idempotent): %v", err)
+					}
 				}
 			}()
 			tc.run(ctx, t, h, ev)
@@ -551,5 +557,25 @@ func testUnknownConnection(ctx context.Context, t *testing.T, h Harness, _ *Even
 	_, err := h.Channel.SendText(ctx, "no-such-connection", channel.Text{Content: "x"})
 	if !errors.Is(err, channel.ErrUnknownConnection) {
 		t.Fatalf("SendText to an unknown connection: %v, want ErrUnknownConnection", err)
+	}
+}
+
+// testOwnInvitation: a channel that has an invitation of its own ([channel.Inviter]) gives a
+// URL, and the same one each time (wallets keep scanning the one printed at start).
+func testOwnInvitation(ctx context.Context, t *testing.T, h Harness, _ *Events) {
+	inv, ok := h.Channel.(channel.Inviter)
+	if !ok {
+		t.Skip("the channel has no invitation of its own")
+	}
+	first, err := inv.ConnectionInvitation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.URL == "" {
+		t.Fatalf("invitation without a URL: %+v", first)
+	}
+	again, err := inv.ConnectionInvitation(ctx)
+	if err != nil || again != first {
+		t.Errorf("second invitation %+v, %v; want the first one, %+v", again, err, first)
 	}
 }

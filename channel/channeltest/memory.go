@@ -129,6 +129,9 @@ func (m *Memory) send(conn string, r Received) (string, error) {
 	return r.ID, nil
 }
 
+// Close implements channel.Channel; the in-memory channel holds nothing to release.
+func (m *Memory) Close() error { return nil }
+
 // SendText implements channel.Channel.
 func (m *Memory) SendText(_ context.Context, conn string, t channel.Text) (string, error) {
 	return m.send(conn, Received{Text: &t})

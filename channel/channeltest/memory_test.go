@@ -17,7 +17,7 @@ func TestMemory(t *testing.T) {
 			Connect: func(ctx context.Context, claims map[string]string) (channeltest.Wallet, error) {
 				return m.Connect(ctx, claims)
 			},
-			ProofRequest: channel.ProofRequest{CredentialType: "EmployeeCredential"},
+			ProofRequest: channel.ProofRequest{W3C: &channel.W3CRequest{CredentialType: "EmployeeCredential"}},
 		}
 	})
 }

@@ -71,6 +71,12 @@ type agent struct {
 	closed  sync.Once
 	closeEr error
 
+	// sending counts the dispatches in flight (see send); close waits for them. closing, under
+	// sendMu, refuses new ones once close has begun.
+	sendMu  sync.Mutex
+	sending sync.WaitGroup
+	closing bool
+
 	mu      sync.Mutex
 	byDIDs  map[[2]string]string // (myDID, theirDID) → connection id
 	records map[string]*connection.Record
@@ -181,7 +187,11 @@ func (a *agent) clients() error {
 // close stops the framework. Safe after a partial open, and idempotent.
 func (a *agent) close() error {
 	a.closed.Do(func() {
-		a.stop()
+		a.stop() // ends the deliveries in flight (their transport runs on a.life)
+		a.sendMu.Lock()
+		a.closing = true
+		a.sendMu.Unlock()
+		a.sending.Wait()
 		if a.fw != nil {
 			if err := a.fw.Close(); err != nil {
 				a.closeEr = fmt.Errorf("didcomm: close framework: %w", err)
@@ -326,7 +336,15 @@ func (a *agent) connectionByDIDs(myDID, theirDID string) (string, error) {
 }
 
 // send sends a DIDComm v1 message on a connection. The message keeps its own ~thread.
-func (a *agent) send(connID string, msg any) error {
+//
+// It returns ctx's error as soon as ctx is done. afgo's dispatcher takes no context, so the
+// dispatch runs in a goroutine of the agent's (close waits for it): one that ctx cut short ends
+// on its own, within deliveryTimeout, and its message may still reach the peer; a message sent
+// again carries the same id.
+func (a *agent) send(ctx context.Context, connID string, msg any) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("didcomm: send to %s: %w", connID, err)
+	}
 	rec, err := a.connection(connID)
 	if err != nil {
 		a.log.WarnContext(a.life, "didcomm message not delivered", "connection", connID, "type", messageType(msg),
@@ -349,10 +367,27 @@ func (a *agent) send(connID string, msg any) error {
 	if endpoint, err := a.route(rec.TheirDID); err != nil {
 		return a.undelivered(connID, m.Type(), endpoint, &deliveryError{Endpoint: endpoint, Reason: ReasonNoRoute, Err: err})
 	}
-	if err := a.ctx.OutboundDispatcher().SendToDID(m, rec.MyDID, rec.TheirDID); err != nil {
-		return a.undelivered(connID, m.Type(), "", err)
+	a.sendMu.Lock()
+	if a.closing {
+		a.sendMu.Unlock()
+		return fmt.Errorf("didcomm: send %s to %s: the agent is closed", m.Type(), connID)
 	}
-	return nil
+	a.sending.Add(1)
+	a.sendMu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		defer a.sending.Done()
+		done <- a.ctx.OutboundDispatcher().SendToDID(m, rec.MyDID, rec.TheirDID)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return a.undelivered(connID, m.Type(), "", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("didcomm: send %s to %s: %w", m.Type(), connID, ctx.Err())
+	}
 }
 
 // route returns the endpoint messages to theirDID go to, or why there is none.

@@ -92,7 +92,7 @@ func Open(ctx context.Context, cfg Config) (*Channel, error) {
 	return c, nil
 }
 
-// Close stops the agent. Call it after Run has returned.
+// Close implements channel.Channel: it stops the agent. Call it after Run has returned.
 func (c *Channel) Close() error { return c.a.close() }
 
 // Name implements channel.Channel.
@@ -106,11 +106,23 @@ func (c *Channel) Mount(mux *http.ServeMux) {
 
 // Invitation returns the bot's reusable invitation as a URL wallets can scan.
 func (c *Channel) Invitation(ctx context.Context) (string, error) {
+	inv, err := c.ConnectionInvitation(ctx)
+	return inv.URL, err
+}
+
+// ConnectionInvitation implements channel.Inviter: the bot's reusable out-of-band invitation,
+// whose short form is GET /invitation on the bot's server.
+func (c *Channel) ConnectionInvitation(ctx context.Context) (channel.ConnectionInvitation, error) {
 	inv, err := c.a.invitation(ctx)
 	if err != nil {
-		return "", err
+		return channel.ConnectionInvitation{}, err
 	}
-	return InvitationURL(strings.TrimRight(c.cfg.PublicURL, "/")+"/invitation", inv)
+	short := strings.TrimRight(c.cfg.PublicURL, "/") + "/invitation"
+	u, err := InvitationURL(short, inv)
+	if err != nil {
+		return channel.ConnectionInvitation{}, err
+	}
+	return channel.ConnectionInvitation{URL: u, ShortURL: short, Label: c.cfg.Label}, nil
 }
 
 // Run delivers inbound events to h until ctx is done.
@@ -197,7 +209,7 @@ func (c *Channel) inbound(ctx context.Context, connID string, m service.DIDCommM
 		var p pingMessage
 		if c.decode(ctx, connID, typ, raw, &p) && (p.ResponseRequested == nil || *p.ResponseRequested) {
 			resp := pingMessage{header: header{Type: typePingResponse, ID: uuid.NewString(), Thread: &thread{ThID: m.ID()}}}
-			if err := c.a.send(connID, resp); err != nil {
+			if err := c.a.send(ctx, connID, resp); err != nil {
 				c.log.WarnContext(ctx, "didcomm ping response", "connection", connID, "err", err)
 			}
 		}
@@ -241,48 +253,48 @@ func replyTo(m service.DIDCommMsgMap) string {
 func (c *Channel) sendProfile(ctx context.Context, connID, thid string) {
 	msg := profileMessage{header: header{Type: typeProfile, ID: uuid.NewString(), Thread: &thread{ThID: thid}},
 		Profile: profile{DisplayName: c.cfg.Profile.DisplayName, Description: c.cfg.Profile.Description}}
-	if err := c.a.send(connID, msg); err != nil {
+	if err := c.a.send(ctx, connID, msg); err != nil {
 		c.log.WarnContext(ctx, "didcomm profile answer", "connection", connID, "err", err)
 	}
 }
 
 // SendText implements channel.Channel.
-func (c *Channel) SendText(_ context.Context, conn string, t channel.Text) (string, error) {
+func (c *Channel) SendText(ctx context.Context, conn string, t channel.Text) (string, error) {
 	msg := basicMessage{header: header{Type: typeBasicMessage, ID: idOr(t.ID)}, SentTime: sentTime(c.now()), Content: t.Content}
 	if t.ReplyTo != "" {
 		msg.Thread = &thread{PThID: t.ReplyTo}
 	}
-	return msg.ID, c.a.send(conn, msg)
+	return msg.ID, c.a.send(ctx, conn, msg)
 }
 
 // SendMenu implements channel.MenuSender.
-func (c *Channel) SendMenu(_ context.Context, conn string, m channel.Menu) error {
+func (c *Channel) SendMenu(ctx context.Context, conn string, m channel.Menu) error {
 	msg := menuMessage{header: header{Type: typeMenu, ID: idOr(m.ID)}, Title: m.Title, Description: m.Description,
 		Options: make([]menuOption, len(m.Options))}
 	for i, o := range m.Options {
 		msg.Options[i] = menuOption{Name: o.ID, Title: o.Title, Description: o.Description, Disabled: o.Disabled}
 	}
-	return c.a.send(conn, msg)
+	return c.a.send(ctx, conn, msg)
 }
 
 // AskQuestion implements channel.QuestionAsker; the question's id is its thread.
-func (c *Channel) AskQuestion(_ context.Context, conn string, q channel.Question) (string, error) {
+func (c *Channel) AskQuestion(ctx context.Context, conn string, q channel.Question) (string, error) {
 	msg := questionMessage{header: header{Type: typeQuestion, ID: idOr(q.ID)}, QuestionText: q.Text,
 		QuestionDetail: q.Detail, Nonce: uuid.NewString(), ValidResponses: make([]validResponse, len(q.Options))}
 	for i, o := range q.Options {
 		msg.ValidResponses[i] = validResponse{Text: o}
 	}
-	return msg.ID, c.a.send(conn, msg)
+	return msg.ID, c.a.send(ctx, conn, msg)
 }
 
 // SendProfile implements channel.ProfileSender.
-func (c *Channel) SendProfile(_ context.Context, conn string, p channel.Profile) error {
-	return c.a.send(conn, profileMessage{header: header{Type: typeProfile, ID: idOr(p.ID)},
+func (c *Channel) SendProfile(ctx context.Context, conn string, p channel.Profile) error {
+	return c.a.send(ctx, conn, profileMessage{header: header{Type: typeProfile, ID: idOr(p.ID)},
 		Profile: profile{DisplayName: p.DisplayName, Description: p.Description}})
 }
 
 // SendInvitation implements channel.InvitationSender with an in-band out-of-band 1.1 invitation.
-func (c *Channel) SendInvitation(_ context.Context, conn string, inv channel.Invitation) error {
+func (c *Channel) SendInvitation(ctx context.Context, conn string, inv channel.Invitation) error {
 	msg := oobInvitation{header: header{Type: typeOOBInvitation11, ID: idOr(inv.ID)}, Label: inv.Label,
 		HandshakeProtocols: []string{"https://didcomm.org/didexchange/1.0"}}
 	switch {
@@ -298,16 +310,16 @@ func (c *Channel) SendInvitation(_ context.Context, conn string, inv channel.Inv
 	default:
 		return fmt.Errorf("didcomm: send invitation: %w: no DID or URL", channel.ErrRefused)
 	}
-	return c.a.send(conn, msg)
+	return c.a.send(ctx, conn, msg)
 }
 
 // SendReceipts implements channel.ReceiptSender.
-func (c *Channel) SendReceipts(_ context.Context, conn string, r channel.Receipts) error {
+func (c *Channel) SendReceipts(ctx context.Context, conn string, r channel.Receipts) error {
 	msg := receiptsMessage{header: header{Type: typeReceipts, ID: idOr(r.ID)}}
 	for _, id := range r.MessageIDs {
 		msg.Receipts = append(msg.Receipts, receipt{MessageID: id, State: r.State, Timestamp: c.now().Unix()})
 	}
-	return c.a.send(conn, msg)
+	return c.a.send(ctx, conn, msg)
 }
 
 // RequestProof implements channel.ProofRequester with present-proof 2.0 and a DIF presentation
@@ -343,4 +355,5 @@ var (
 	_ channel.InvitationSender = (*Channel)(nil)
 	_ channel.ReceiptSender    = (*Channel)(nil)
 	_ channel.HTTPMounter      = (*Channel)(nil)
+	_ channel.Inviter          = (*Channel)(nil)
 )

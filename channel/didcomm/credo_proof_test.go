@@ -44,8 +44,8 @@ func TestCredoPresents(t *testing.T) {
 				t.Fatal(err)
 			}
 			conn := expectEvent[channel.ConnectionReady](ctx, t, events).Conn
-			req := channel.ProofRequest{Purpose: "Log in", CredentialType: "EmployeeCredential", Issuers: []string{issuerForTests.DID()},
-				Formats: []string{credential.FormatJSONLD, credential.FormatJWT}}
+			req := channel.ProofRequest{Purpose: "Log in", W3C: &channel.W3CRequest{CredentialType: "EmployeeCredential", Issuers: []string{issuerForTests.DID()},
+				Formats: []string{credential.FormatJSONLD, credential.FormatJWT}}}
 
 			// Declined first.
 			id, err := bot.ch.RequestProof(ctx, conn, req)
@@ -98,7 +98,7 @@ func TestProofTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := channel.ProofRequest{CredentialType: "EmployeeCredential", Issuers: []string{issuerForTests.DID()}}
+	req := channel.ProofRequest{W3C: &channel.W3CRequest{CredentialType: "EmployeeCredential", Issuers: []string{issuerForTests.DID()}}}
 	first, err := bot.ch.RequestProof(ctx, tw.Conn(), req)
 	if err != nil {
 		t.Fatal(err)

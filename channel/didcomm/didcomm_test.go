@@ -14,8 +14,8 @@ import (
 )
 
 // proofRequest is what the tests ask for: an EmployeeCredential from the test issuer.
-var proofRequest = channel.ProofRequest{CredentialType: "EmployeeCredential", Issuers: []string{issuerForTests.DID()},
-	Formats: []string{"jsonld", "jwt"}, Purpose: "Show your employee credential"}
+var proofRequest = channel.ProofRequest{W3C: &channel.W3CRequest{CredentialType: "EmployeeCredential", Issuers: []string{issuerForTests.DID()},
+	Formats: []string{"jsonld", "jwt"}}, Purpose: "Show your employee credential"}
 
 // TestConformance holds the DIDComm channel to the channel contract, with real wallets over
 // loopback HTTP, on both store backends.
@@ -63,7 +63,7 @@ func presentVP(t *testing.T, tw *testWallet, requestID string, vp []byte) {
 	msg := presentation{header: header{Type: typePresentation, ID: uuid.NewString(), Thread: &thread{ThID: requestID}},
 		Formats: []attachFormat{{AttachID: "p", Format: formatPESubmission}},
 		Attach:  []attachment{{ID: "p", MimeType: "application/ld+json", Data: attachData{JSON: vp}}}}
-	if err := tw.w.a.send(req.Conn, msg); err != nil {
+	if err := tw.w.a.send(t.Context(), req.Conn, msg); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -175,7 +175,7 @@ func TestPresentationOutcomes(t *testing.T) {
 		}
 		channeltest.Expect[channel.ConnectionReady](ctx, t, ev, tw.Conn())
 		rid, got := ask(tw)
-		if got.ProofRequest.CredentialType != "EmployeeCredential" {
+		if got.ProofRequest.W3C == nil || got.ProofRequest.W3C.CredentialType != "EmployeeCredential" {
 			t.Fatalf("wallet saw request %+v", got.ProofRequest)
 		}
 		if err := tw.Present(ctx, got.ID); err != nil {

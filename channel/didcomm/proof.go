@@ -162,10 +162,10 @@ func (p *proofs) request(ctx context.Context, conn string, r channel.ProofReques
 	if _, err := p.a.connection(conn); err != nil {
 		return "", err
 	}
-	pol := credential.Policy{Type: r.CredentialType, Issuers: r.Issuers, Formats: r.Formats}
-	if pol.Type == "" {
-		return "", fmt.Errorf("didcomm: request proof: %w: no credential type", channel.ErrRefused)
+	if r.W3C == nil || r.W3C.CredentialType == "" {
+		return "", fmt.Errorf("didcomm: request proof: %w: no W3C credential type", channel.ErrRefused)
 	}
+	pol := credential.Policy{Type: r.W3C.CredentialType, Issuers: r.W3C.Issuers, Formats: r.W3C.Formats}
 	def, err := credential.Definition(pol, r.Purpose)
 	if err != nil {
 		return "", fmt.Errorf("didcomm: request proof: %w", err)
@@ -195,7 +195,7 @@ func (p *proofs) request(ctx context.Context, conn string, r channel.ProofReques
 		Tags: []store.Tag{{Name: "conn", Value: conn}}}); err != nil {
 		return "", fmt.Errorf("didcomm: record proof request: %w", err)
 	}
-	if err := p.a.send(conn, msg); err != nil {
+	if err := p.a.send(ctx, conn, msg); err != nil {
 		return "", errors.Join(err, p.a.cfg.Records.DeleteRecord(ctx, p.ns, msg.ID))
 	}
 	return msg.ID, nil
@@ -255,7 +255,7 @@ func (p *proofs) inbound(ctx context.Context, conn string, typ string, m service
 			pr.Description.Code, pr.Description.En = codeVerificationFailed, res.Reason
 			reply = pr
 		}
-		if err := p.a.send(conn, reply); err != nil {
+		if err := p.a.send(ctx, conn, reply); err != nil {
 			p.log.WarnContext(ctx, "didcomm presentation answer", "connection", conn, "err", err)
 		}
 		return res, true
@@ -324,5 +324,6 @@ func parseRequest(conn string, raw []byte) (heldRequest, error) {
 		return heldRequest{}, err
 	}
 	return heldRequest{Conn: conn, Challenge: req.Options.Challenge, Domain: req.Options.Domain, Definition: req.Definition,
-		Request: channel.ProofRequest{Purpose: msg.Comment, CredentialType: pol.Type, Issuers: pol.Issuers, Formats: pol.Formats}}, nil
+		Request: channel.ProofRequest{Purpose: msg.Comment,
+			W3C: &channel.W3CRequest{CredentialType: pol.Type, Issuers: pol.Issuers, Formats: pol.Formats}}}, nil
 }

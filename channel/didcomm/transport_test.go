@@ -158,7 +158,7 @@ func TestInboundRefusals(t *testing.T) {
 		}
 	})
 	t.Run("unknown message type", func(t *testing.T) {
-		err := tw.w.a.send(tw.conn, header{Type: "https://example.org/unknown/1.0/thing", ID: uuid.NewString()})
+		err := tw.w.a.send(t.Context(), tw.conn, header{Type: "https://example.org/unknown/1.0/thing", ID: uuid.NewString()})
 		if err == nil || !strings.Contains(err.Error(), "400") {
 			t.Fatalf("send of an unknown type: %v", err)
 		}
@@ -167,7 +167,7 @@ func TestInboundRefusals(t *testing.T) {
 		}
 	})
 	t.Run("malformed known message", func(t *testing.T) {
-		if err := tw.w.a.send(tw.conn, map[string]any{"@type": typePerform, "@id": uuid.NewString(), "name": 42}); err != nil {
+		if err := tw.w.a.send(t.Context(), tw.conn, map[string]any{"@type": typePerform, "@id": uuid.NewString(), "name": 42}); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(logs.String(), "reason=malformed") {

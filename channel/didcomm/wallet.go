@@ -220,7 +220,7 @@ func (w *Wallet) inbound(ctx context.Context, conn string, m service.DIDCommMsgM
 		}
 	case typePing:
 		resp := pingMessage{header: header{Type: typePingResponse, ID: uuid.NewString(), Thread: &thread{ThID: m.ID()}}}
-		if err := w.a.send(conn, resp); err != nil {
+		if err := w.a.send(ctx, conn, resp); err != nil {
 			w.log.WarnContext(ctx, "wallet ping response", "err", err)
 		}
 		return e, false
@@ -234,39 +234,39 @@ func (w *Wallet) inbound(ctx context.Context, conn string, m service.DIDCommMsgM
 }
 
 // SendText sends a chat message (replyTo: the id of a message it answers, or "").
-func (w *Wallet) SendText(_ context.Context, conn, content, replyTo string) (string, error) {
+func (w *Wallet) SendText(ctx context.Context, conn, content, replyTo string) (string, error) {
 	msg := basicMessage{header: header{Type: typeBasicMessage, ID: uuid.NewString()}, SentTime: sentTime(time.Now()), Content: content}
 	if replyTo != "" {
 		msg.Thread = &thread{PThID: replyTo}
 	}
-	return msg.ID, w.a.send(conn, msg)
+	return msg.ID, w.a.send(ctx, conn, msg)
 }
 
 // Ping sends a trust ping asking for a response (a Pong event); it returns the ping's id.
-func (w *Wallet) Ping(_ context.Context, conn string) (string, error) {
+func (w *Wallet) Ping(ctx context.Context, conn string) (string, error) {
 	yes := true
 	msg := pingMessage{header: header{Type: typePing, ID: uuid.NewString()}, ResponseRequested: &yes}
-	return msg.ID, w.a.send(conn, msg)
+	return msg.ID, w.a.send(ctx, conn, msg)
 }
 
 // RequestMenu asks the bot for its menu.
-func (w *Wallet) RequestMenu(_ context.Context, conn string) error {
-	return w.a.send(conn, header{Type: typeMenuRequest, ID: uuid.NewString()})
+func (w *Wallet) RequestMenu(ctx context.Context, conn string) error {
+	return w.a.send(ctx, conn, header{Type: typeMenuRequest, ID: uuid.NewString()})
 }
 
 // SelectMenu chooses a menu option.
-func (w *Wallet) SelectMenu(_ context.Context, conn, optionID string) error {
-	return w.a.send(conn, performMessage{header: header{Type: typePerform, ID: uuid.NewString()}, Name: optionID})
+func (w *Wallet) SelectMenu(ctx context.Context, conn, optionID string) error {
+	return w.a.send(ctx, conn, performMessage{header: header{Type: typePerform, ID: uuid.NewString()}, Name: optionID})
 }
 
 // Answer answers the question whose id is questionID.
-func (w *Wallet) Answer(_ context.Context, conn, questionID, response string) error {
-	return w.a.send(conn, answerMessage{header: header{Type: typeAnswer, ID: uuid.NewString(), Thread: &thread{ThID: questionID}}, Response: response})
+func (w *Wallet) Answer(ctx context.Context, conn, questionID, response string) error {
+	return w.a.send(ctx, conn, answerMessage{header: header{Type: typeAnswer, ID: uuid.NewString(), Thread: &thread{ThID: questionID}}, Response: response})
 }
 
 // SendProfile sends the user's profile.
-func (w *Wallet) SendProfile(_ context.Context, conn, displayName, language string) error {
-	return w.a.send(conn, profileMessage{header: header{Type: typeProfile, ID: uuid.NewString()},
+func (w *Wallet) SendProfile(ctx context.Context, conn, displayName, language string) error {
+	return w.a.send(ctx, conn, profileMessage{header: header{Type: typeProfile, ID: uuid.NewString()},
 		Profile: profile{DisplayName: displayName, PreferredLanguage: language}})
 }
 
@@ -283,19 +283,23 @@ func (w *Wallet) takeRequest(requestID string) (heldRequest, error) {
 
 // Present answers a proof request with the wallet's credentials of the requested type. With
 // none, it tells the bot so and returns ErrNoCredential.
-func (w *Wallet) Present(_ context.Context, requestID string) error {
+func (w *Wallet) Present(ctx context.Context, requestID string) error {
 	req, err := w.takeRequest(requestID)
 	if err != nil {
 		return err
 	}
 	var creds [][]byte
+	var typ string
+	if req.Request.W3C != nil { // set by the wallet's decoding of every request
+		typ = req.Request.W3C.CredentialType
+	}
 	for _, c := range w.cfg.Credentials {
-		if slices.Contains(credentialTypes(c), req.Request.CredentialType) {
+		if slices.Contains(credentialTypes(c), typ) {
 			creds = append(creds, c)
 		}
 	}
 	if len(creds) == 0 {
-		return errors.Join(ErrNoCredential, w.problem(req.Conn, requestID, codeNoCredential, "no credential of type "+req.Request.CredentialType))
+		return errors.Join(ErrNoCredential, w.problem(ctx, req.Conn, requestID, codeNoCredential, "no credential of type "+typ))
 	}
 	// A presentation with a DIF presentation_submission, as the submission format expects.
 	vp, err := credential.Submit(w.cfg.Holder, req.Definition, creds, req.Challenge, req.Domain)
@@ -305,22 +309,22 @@ func (w *Wallet) Present(_ context.Context, requestID string) error {
 	msg := presentation{header: header{Type: typePresentation, ID: uuid.NewString(), Thread: &thread{ThID: requestID}},
 		Formats: []attachFormat{{AttachID: "presentation", Format: formatPESubmission}},
 		Attach:  []attachment{{ID: "presentation", MimeType: "application/ld+json", Data: attachData{JSON: vp}}}}
-	return w.a.send(req.Conn, msg)
+	return w.a.send(ctx, req.Conn, msg)
 }
 
 // Decline refuses a proof request.
-func (w *Wallet) Decline(_ context.Context, requestID string) error {
+func (w *Wallet) Decline(ctx context.Context, requestID string) error {
 	req, err := w.takeRequest(requestID)
 	if err != nil {
 		return err
 	}
-	return w.problem(req.Conn, requestID, codeDeclined, "declined by the user")
+	return w.problem(ctx, req.Conn, requestID, codeDeclined, "declined by the user")
 }
 
-func (w *Wallet) problem(conn, thid, code, text string) error {
+func (w *Wallet) problem(ctx context.Context, conn, thid, code, text string) error {
 	pr := problemReport{header: header{Type: typePresentationProblem, ID: uuid.NewString(), Thread: &thread{ThID: thid}}}
 	pr.Description.Code, pr.Description.En = code, text
-	return w.a.send(conn, pr)
+	return w.a.send(ctx, conn, pr)
 }
 
 // credentialTypes reads the types of a JSON-LD credential or of a VC-JWT, without verifying it

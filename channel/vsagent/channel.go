@@ -136,6 +136,13 @@ func messageEndpoint(admin string) (string, error) {
 // Name is "vsagent".
 func (c *Channel) Name() string { return "vsagent" }
 
+// Close implements channel.Channel: it closes the admin API client's idle connections (the VS
+// Agent itself runs elsewhere).
+func (c *Channel) Close() error {
+	c.client.CloseIdleConnections()
+	return nil
+}
+
 // Run delivers webhook events to h until ctx is done, then returns nil once no delivery is in
 // flight; from then on webhooks are answered 503 and sends fail. It may be called once.
 func (c *Channel) Run(ctx context.Context, h channel.Handler) error {

@@ -20,9 +20,11 @@ func TestConformance(t *testing.T) {
 				return f.agent.connect(ctx, f.ch, f.bot.URL, claims)
 			},
 			ProofRequest: channel.ProofRequest{
-				CredentialDefinitionID: "did:web:issuer.example?service=anoncreds&relativeRef=/credDef/employee",
-				Attributes:             []string{"email", "name", "roles"},
-				Purpose:                "log in",
+				AnonCreds: &channel.AnonCredsRequest{
+					CredentialDefinitionID: "did:web:issuer.example?service=anoncreds&relativeRef=/credDef/employee",
+					Attributes:             []string{"email", "name", "roles"},
+				},
+				Purpose: "log in",
 			},
 		}
 	})

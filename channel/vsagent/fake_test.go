@@ -160,7 +160,8 @@ func received(m wireMsg) channeltest.Received {
 		var p channel.ProofRequest
 		if len(m.RequestedProofItems) > 0 {
 			it := m.RequestedProofItems[0]
-			p = channel.ProofRequest{CredentialDefinitionID: it.CredentialDefinitionID, Attributes: it.Attributes, Purpose: it.Description}
+			p = channel.ProofRequest{AnonCreds: &channel.AnonCredsRequest{CredentialDefinitionID: it.CredentialDefinitionID, Attributes: it.Attributes},
+				Purpose: it.Description}
 		}
 		r.ProofRequest = &p
 	case "invitation":

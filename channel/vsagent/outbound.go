@@ -199,17 +199,18 @@ func (c *Channel) AskQuestion(ctx context.Context, conn string, q channel.Questi
 }
 
 // RequestProof posts an "identity-proof-request" for one AnonCreds credential of
-// r.CredentialDefinitionID revealing r.Attributes (all of its attributes when empty); r.Purpose
-// becomes the item's description. It returns the id the VS Agent answers, which is the threadId
-// of the "identity-proof-submit" that reports the outcome (the VS Agent names the proof exchange
-// itself: the bot's id cannot come back, so results carry no RequestID). W3C fields (CredentialType, Issuers,
-// Formats) have no equivalent here and are ignored.
+// r.AnonCreds.CredentialDefinitionID revealing its Attributes (all of them when empty);
+// r.Purpose becomes the item's description. It returns the id the VS Agent answers, which is the
+// threadId of the "identity-proof-submit" that reports the outcome (the VS Agent names the proof
+// exchange itself: the bot's id cannot come back, so results carry no RequestID). r.W3C has no
+// equivalent here and is ignored.
 func (c *Channel) RequestProof(ctx context.Context, conn string, r channel.ProofRequest) (string, error) {
-	if r.CredentialDefinitionID == "" {
+	if r.AnonCreds == nil || r.AnonCreds.CredentialDefinitionID == "" {
 		return "", refused(typeProofRequest, "a VS Agent proof request needs a credential definition id")
 	}
 	m := proofRequestMessage{header: c.newHeader(typeProofRequest, conn, "", r.ID), RequestedProofItems: []requestedProofItem{{
-		ID: "1", Type: proofItemTypeVC, CredentialDefinitionID: r.CredentialDefinitionID, Attributes: r.Attributes, Description: r.Purpose,
+		ID: "1", Type: proofItemTypeVC, CredentialDefinitionID: r.AnonCreds.CredentialDefinitionID, Attributes: r.AnonCreds.Attributes,
+		Description: r.Purpose,
 	}}}
 	return c.post(ctx, m.header, m)
 }

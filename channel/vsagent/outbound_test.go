@@ -53,12 +53,13 @@ func TestOutboundJSON(t *testing.T) {
 			return f.ch.AskQuestion(ctx, "c1", channel.Question{Text: "Continue?", Options: []string{"Sí"}})
 		}, `{"type":"menu-display","id":"<id>","connectionId":"c1","timestamp":"2026-03-01T09:20:30.123Z","prompt":"Continue?","menuItems":[{"id":"<id>:Sí","text":"Sí"}]}`},
 		{"proof request", func() (string, error) {
-			return f.ch.RequestProof(ctx, "c1", channel.ProofRequest{Purpose: "log in", CredentialDefinitionID: "cd-1", Attributes: []string{"email", "name"},
-				CredentialType: "EmployeeCredential", Issuers: []string{"did:web:x"}})
+			return f.ch.RequestProof(ctx, "c1", channel.ProofRequest{Purpose: "log in",
+				AnonCreds: &channel.AnonCredsRequest{CredentialDefinitionID: "cd-1", Attributes: []string{"email", "name"}},
+				W3C:       &channel.W3CRequest{CredentialType: "EmployeeCredential", Issuers: []string{"did:web:x"}}})
 		}, `{"type":"identity-proof-request","id":"<id>","connectionId":"c1","timestamp":"2026-03-01T09:20:30.123Z",
 			"requestedProofItems":[{"id":"1","type":"verifiable-credential","credentialDefinitionId":"cd-1","attributes":["email","name"],"description":"log in"}]}`},
 		{"proof request, all attributes", func() (string, error) {
-			return f.ch.RequestProof(ctx, "c1", channel.ProofRequest{CredentialDefinitionID: "cd-1"})
+			return f.ch.RequestProof(ctx, "c1", channel.ProofRequest{AnonCreds: &channel.AnonCredsRequest{CredentialDefinitionID: "cd-1"}})
 		}, `{"type":"identity-proof-request","id":"<id>","connectionId":"c1","timestamp":"2026-03-01T09:20:30.123Z",
 			"requestedProofItems":[{"id":"1","type":"verifiable-credential","credentialDefinitionId":"cd-1"}]}`},
 		{"invitation", func() (string, error) {
@@ -276,7 +277,7 @@ func TestSendRefused(t *testing.T) {
 			return err
 		},
 		"proof request without a credential definition": func() error {
-			_, err := f.ch.RequestProof(ctx, "c1", channel.ProofRequest{CredentialType: "EmployeeCredential"})
+			_, err := f.ch.RequestProof(ctx, "c1", channel.ProofRequest{W3C: &channel.W3CRequest{CredentialType: "EmployeeCredential"}})
 			return err
 		},
 		"invitation by URL": func() error {

@@ -9,7 +9,6 @@ import (
 	"github.com/packbot/packbot/agent"
 	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/bot"
-	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/flows"
 	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/mcp"
@@ -19,10 +18,9 @@ import (
 	"github.com/packbot/packbot/store/secret"
 )
 
-// newBot builds the conversation: the i18n catalog, the LLM (when one is configured), the flows
-// engine and the bot's event loop on channel ch.
-func newBot(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, pool *mcp.Pool, om *oauth.Manager, ch channel.Channel, n *notifier, model *agent.Model) (*bot.Bot, *approvals.Service, error) {
-	log := a.logger
+// newFlows builds the conversation's logic for bot b: the i18n catalog, the approvals service
+// (whose notices and badge changes go to b) and the flows engine over the pool and the model.
+func newFlows(a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, pool *mcp.Pool, om *oauth.Manager, b *bot.Bot, model *agent.Model) (*flows.Engine, *approvals.Service, error) {
 	cat, err := i18n.New(p)
 	if err != nil {
 		return nil, nil, err
@@ -31,8 +29,8 @@ func newBot(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secr
 	if err != nil {
 		return nil, nil, err
 	}
-	appr, err := approvals.New(approvals.Config{Store: st, Pack: p, MCP: pool, Logger: log, Kick: n.kick,
-		BadgesChanged: n.badgesChanged, SweepEvery: sweepEvery})
+	appr, err := approvals.New(approvals.Config{Store: st, Pack: p, MCP: pool, Logger: a.logger, Kick: b.Kick,
+		BadgesChanged: b.RefreshMenus, SweepEvery: sweepEvery})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -40,17 +38,13 @@ func newBot(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secr
 	if err != nil {
 		return nil, nil, err
 	}
-	d := flows.Deps{Pack: p, Catalog: cat, Store: st, MCP: pool, Model: model, Keyring: kr, Channel: channel.CapabilitiesOf(ch), Logger: log,
+	d := flows.Deps{Pack: p, Catalog: cat, Store: st, MCP: pool, Model: model, Keyring: kr, Channel: b.Capabilities(), Logger: a.logger,
 		Approvals: appr, ElicitTimeout: elicitTimeout}
 	if om != nil {
 		d.OAuth = om
 	}
 	engine, err := flows.New(d)
-	if err != nil {
-		return nil, nil, err
-	}
-	b, err := bot.New(bot.Config{Channel: ch, Store: st, Flows: engine, Logger: log, Keyring: kr, BeforeHandle: a.beforeHandle})
-	return b, appr, err
+	return engine, appr, err
 }
 
 // newModel builds the pack's LLM client; nil (and a warning) when none is configured.

@@ -36,14 +36,6 @@ func (o *channelOptions) bind(f *pflag.FlagSet) {
 	f.StringVar(&o.publicURL, "public-url", "", "URL where wallets reach this server (env PACKBOT_PUBLIC_URL, default http://<--http address>)")
 }
 
-// openedChannel is a channel and what serve does with it besides Run.
-type openedChannel struct {
-	ch    channel.Channel
-	close func() error
-	// invitation returns the URL to print (didcomm only).
-	invitation func(ctx context.Context) (string, error)
-}
-
 // channelDeps is what a channel factory gets.
 type channelDeps struct {
 	app       *app
@@ -57,8 +49,11 @@ type channelDeps struct {
 	undelivered func(reason string)
 }
 
+// channelFactory opens a channel.
+type channelFactory func(ctx context.Context, d channelDeps) (channel.Channel, error)
+
 // channelFactories maps a channel name to its constructor (explicit, no init registration).
-var channelFactories = map[string]func(ctx context.Context, d channelDeps) (*openedChannel, error){
+var channelFactories = map[string]channelFactory{
 	"didcomm": openDIDComm,
 	"vsagent": openVSAgent,
 }
@@ -89,7 +84,7 @@ func (o *channelOptions) resolve(a *app) string {
 	return "didcomm"
 }
 
-func openDIDComm(ctx context.Context, d channelDeps) (*openedChannel, error) {
+func openDIDComm(ctx context.Context, d channelDeps) (channel.Channel, error) {
 	key, source, err := didcommKey(d.app, d.dataDir, d.storeKind)
 	if err != nil {
 		return nil, err
@@ -119,10 +114,10 @@ func openDIDComm(ctx context.Context, d channelDeps) (*openedChannel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &openedChannel{ch: ch, close: ch.Close, invitation: ch.Invitation}, nil
+	return ch, nil
 }
 
-func openVSAgent(_ context.Context, d channelDeps) (*openedChannel, error) {
+func openVSAgent(_ context.Context, d channelDeps) (channel.Channel, error) {
 	admin := d.app.getenv("VS_AGENT_ADMIN_URL")
 	if admin == "" {
 		return nil, errors.New("channel vsagent: set VS_AGENT_ADMIN_URL to the VS Agent's admin API")
@@ -131,7 +126,7 @@ func openVSAgent(_ context.Context, d channelDeps) (*openedChannel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("channel vsagent: %w", err)
 	}
-	return &openedChannel{ch: ch, close: func() error { return nil }}, nil
+	return ch, nil
 }
 
 // channelProblem says why pack p cannot work on the channel kind, with the fix; "" when it can.

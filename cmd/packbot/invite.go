@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/packbot/packbot/channel"
 )
 
 type inviteOptions struct {
@@ -47,10 +50,14 @@ func runInvite(ctx context.Context, a *app, o inviteOptions) (err error) {
 	defer func() { err = errors.Join(err, st.Close()) }()
 	publicURL := firstNonEmpty(o.channel.publicURL, a.getenv("PACKBOT_PUBLIC_URL"),
 		"http://"+firstNonEmpty(o.http, a.getenv("PACKBOT_HTTP_ADDR"), "127.0.0.1:8080"))
-	oc, err := openDIDComm(ctx, channelDeps{app: a, pack: p, records: st, storeKind: scfg.kind, dataDir: o.store.dir(a), publicURL: publicURL})
+	ch, err := openDIDComm(ctx, channelDeps{app: a, pack: p, records: st, storeKind: scfg.kind, dataDir: o.store.dir(a), publicURL: publicURL})
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, oc.close()) }()
-	return printInvitation(ctx, a, oc.invitation)
+	defer func() { err = errors.Join(err, ch.Close()) }()
+	inv, ok := ch.(channel.Inviter)
+	if !ok {
+		return fmt.Errorf("channel %s has no invitation of its own", ch.Name())
+	}
+	return printInvitation(ctx, a, inv)
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/packbot/packbot/agent"
 	"github.com/packbot/packbot/bot"
@@ -22,14 +21,15 @@ import (
 // openMCP builds the MCP pool of the pack and, when the pack has OAuth servers and the bot can
 // seal tokens, the OAuth manager whose callback mounts on mux; when the pack has
 // client_credentials servers, the machine client that gets packbot's own tokens for them (it
-// reads their private key files, and a key it cannot use stops serve). It does no network I/O:
-// the pool connects when it runs.
-func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, publicURL string, mux *http.ServeMux, n *notifier, model *agent.Model) (*mcp.Pool, *oauth.Manager, error) {
+// reads their private key files, and a key it cannot use stops serve). The pool's and the
+// manager's notices go to bot b (nil: nowhere). It does no network I/O: the pool connects when
+// it runs.
+func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, publicURL string, mux *http.ServeMux, b *bot.Bot, model *agent.Model) (*mcp.Pool, *oauth.Manager, error) {
 	log := a.logger
-	cfg := mcp.Config{Servers: p.MCP.Servers, Logger: log, ClientName: "packbot", ClientVersion: version(),
-		OnRejected: func(identity, server string) {
-			n.notify(context.WithoutCancel(ctx), identity, bot.Notice{Key: "MCP_CREDENTIAL_REJECTED", Args: []string{"server", server}})
-		}}
+	cfg := mcp.Config{Servers: p.MCP.Servers, Logger: log, ClientName: "packbot", ClientVersion: version()}
+	if b != nil {
+		cfg.OnRejected = b.CredentialRejected
+	}
 	if model != nil {
 		cfg.Sampler = flows.NewSampler(model) // only servers whose pack entry allows sampling use it
 	}
@@ -42,17 +42,15 @@ func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *sec
 			log.WarnContext(ctx, "OAuth sign-in to MCP servers is unavailable: tokens cannot be sealed without "+secret.EnvKey,
 				slog.String("fix", "packbot keys gen"))
 		} else {
-			m, err := oauth.New(oauth.Config{
+			ocfg := oauth.Config{
 				Credentials: st, Records: st, Keyring: kr, Servers: p.MCP.Servers, Logger: log,
 				CallbackURL:       strings.TrimSuffix(publicURL, "/") + oauth.DefaultCallbackPath,
 				ClientMetadataURL: strings.TrimSuffix(publicURL, "/") + oauth.DefaultClientMetadataPath,
-				OnAuthorized: func(ctx context.Context, identity, server string) {
-					n.notify(ctx, identity, bot.Notice{Key: "MCP_CONFIG_OAUTH_DONE", Args: []string{"server", server}})
-				},
-				OnFailed: func(ctx context.Context, identity, server string, _ error) {
-					n.notify(ctx, identity, bot.Notice{Key: "MCP_CONFIG_OAUTH_FAILED", Args: []string{"server", server}})
-				},
-			})
+			}
+			if b != nil {
+				ocfg.OnAuthorized, ocfg.OnFailed = b.OAuthAuthorized, b.OAuthFailed
+			}
+			m, err := oauth.New(ocfg)
 			if err != nil {
 				log.WarnContext(ctx, "OAuth sign-in to MCP servers is unavailable", slog.Any("err", err),
 					slog.String("fix", "set PACKBOT_PUBLIC_URL to the bot's https URL"))
@@ -74,32 +72,6 @@ func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *sec
 	return pool, manager, err
 }
 
-// notifier forwards notices from the MCP pool and the OAuth callback, which are built before
-// the bot, to the bot's outbox once it exists.
-type notifier struct {
-	log *slog.Logger
-	mu  sync.Mutex
-	b   *bot.Bot
-}
-
-func (n *notifier) set(b *bot.Bot) {
-	n.mu.Lock()
-	n.b = b
-	n.mu.Unlock()
-}
-
-func (n *notifier) notify(ctx context.Context, identity string, notice bot.Notice) {
-	n.mu.Lock()
-	b := n.b
-	n.mu.Unlock()
-	if b == nil {
-		return
-	}
-	if err := b.Notify(ctx, identity, notice); err != nil {
-		n.log.WarnContext(ctx, "notice not queued", slog.String("key", notice.Key), slog.Any("err", err))
-	}
-}
-
 // anyServer reports whether an enabled server of the pack is one that is.
 func anyServer(p *packs.Pack, is func(*packs.Server) bool) bool {
 	for i := range p.MCP.Servers {
@@ -108,24 +80,4 @@ func anyServer(p *packs.Pack, is func(*packs.Server) bool) bool {
 		}
 	}
 	return false
-}
-
-// kick asks the bot to deliver identity's outbox now.
-func (n *notifier) kick(identity string) {
-	n.mu.Lock()
-	b := n.b
-	n.mu.Unlock()
-	if b != nil {
-		b.Kick(identity)
-	}
-}
-
-// badgesChanged re-sends the menus of identities.
-func (n *notifier) badgesChanged(ctx context.Context, identities []string) {
-	n.mu.Lock()
-	b := n.b
-	n.mu.Unlock()
-	if b != nil {
-		b.RefreshMenus(ctx, identities)
-	}
 }

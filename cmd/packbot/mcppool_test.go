@@ -30,7 +30,7 @@ func TestOpenMCPMachine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pool, _, err := openMCP(t.Context(), a, p, nil, nil, "http://bot.invalid", http.NewServeMux(), &notifier{log: a.logger}, nil)
+		pool, _, err := openMCP(t.Context(), a, p, nil, nil, "http://bot.invalid", http.NewServeMux(), nil, nil)
 		if err == nil {
 			pool.Close()
 		}

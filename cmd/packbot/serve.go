@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -18,9 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/packbot/packbot/agent"
+	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/bot"
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/didcomm"
+	"github.com/packbot/packbot/mcp"
+	"github.com/packbot/packbot/mcp/oauth"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
@@ -63,52 +66,17 @@ With no flags and no environment it runs the embedded demo pack on SQLite under 
 
 // runServe runs until ctx is done, then shuts down and returns nil.
 func runServe(ctx context.Context, a *app, o serveOptions) error {
-	log := a.logger
 	p, err := a.loadPack(o.pack, a.stderr)
 	if err != nil {
 		return err
 	}
 	for _, w := range p.Warnings {
-		log.WarnContext(ctx, "agent pack", slog.String("problem", w.String()))
+		a.logger.WarnContext(ctx, "agent pack", slog.String("problem", w.String()))
 	}
-	if problem := channelProblem(p, o.channel.resolve(a)); problem != "" {
+	kind := o.channel.resolve(a)
+	if problem := channelProblem(p, kind); problem != "" {
 		return errors.New(problem)
 	}
-	log.InfoContext(ctx, "agent pack loaded", slog.String("source", p.Source), slog.String("id", p.Metadata.ID),
-		slog.Int("mcp_servers", len(p.MCP.Servers)))
-
-	st, scfg, err := o.store.open(ctx, a)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			log.ErrorContext(ctx, "close store", slog.Any("err", err))
-		}
-	}()
-	kr := checkKeyring(ctx, a, p)
-
-	addr := firstNonEmpty(o.http, a.getenv("PACKBOT_HTTP_ADDR"), "127.0.0.1:8080")
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s (set --http or PACKBOT_HTTP_ADDR): %w", addr, err)
-	}
-	serving := false
-	defer func() {
-		if !serving { // Shutdown closes it once the server runs
-			_ = ln.Close()
-		}
-	}()
-	publicURL := firstNonEmpty(o.channel.publicURL, a.getenv("PACKBOT_PUBLIC_URL"))
-	if publicURL == "" {
-		publicURL = defaultPublicURL(ln.Addr())
-		if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
-			log.WarnContext(ctx, "listening on all interfaces without PACKBOT_PUBLIC_URL: wallets are told "+publicURL+
-				", which only this machine can reach; set --public-url or PACKBOT_PUBLIC_URL")
-		}
-	}
-
-	kind := o.channel.resolve(a)
 	open, ok := channelFactories[kind]
 	if !ok {
 		return fmt.Errorf("unknown channel %q (--channel, PACKBOT_CHANNEL): use didcomm or vsagent", kind)
@@ -117,112 +85,187 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	undelivered := prometheus.NewCounterVec(prometheus.CounterOpts{
+	a.logger.InfoContext(ctx, "agent pack loaded", slog.String("source", p.Source), slog.String("id", p.Metadata.ID),
+		slog.Int("mcp_servers", len(p.MCP.Servers)))
+	s := &services{app: a, opts: o, pack: p, kind: kind, openChannel: open, maxBody: maxBody}
+	lc := &lifecycle{log: a.logger, parts: s.components()}
+	if err := lc.run(ctx, s.started); err != nil {
+		return err
+	}
+	a.logger.InfoContext(ctx, "stopped")
+	return nil
+}
+
+// services are the parts serve runs, filled in as the lifecycle provisions them.
+type services struct {
+	app         *app
+	opts        serveOptions
+	pack        *packs.Pack
+	kind        string
+	openChannel channelFactory
+	maxBody     int64
+
+	st          store.Store
+	scfg        storeConfig
+	kr          *secret.Keyring
+	ln          net.Listener
+	served      bool // ln is the server's to close
+	publicURL   string
+	mux         *http.ServeMux
+	reg         *prometheus.Registry
+	undelivered *prometheus.CounterVec
+	ch          channel.Channel
+	bot         *bot.Bot
+	model       *agent.Model
+	pool        *mcp.Pool
+	oauth       *oauth.Manager
+	approvals   *approvals.Service
+	srv         *http.Server
+}
+
+// components are serve's parts in dependency order. The channel and the conversation run
+// before the server, so that no inbound message or webhook arrives before the channel runs;
+// they stop in reverse: the server, then the channel's deliveries, then the bot (it lets what it
+// queued finish), and only then the MCP pool its events use.
+func (s *services) components() []component {
+	return []component{
+		{name: "store", provision: s.openStore, stop: func(context.Context) error { return s.st.Close() }},
+		{name: "http listener", provision: s.listen, stop: s.closeListener},
+		{name: "channel", provision: s.openWalletChannel, stop: func(context.Context) error { return s.ch.Close() }},
+		{name: "mcp pool", provision: s.openMCP, run: func(ctx context.Context) error { return s.pool.Run(ctx) },
+			stop: func(context.Context) error { s.pool.Close(); return nil }},
+		{name: "bot", provision: s.provisionBot, run: func(ctx context.Context) error { return s.bot.Run(ctx) }},
+		{name: "approvals sweeper", run: func(ctx context.Context) error { return s.approvals.Run(ctx) }},
+		{name: "channel " + s.kind, run: func(ctx context.Context) error { return s.ch.Run(ctx, s.bot) }},
+		{name: "http server", provision: s.newServer, run: s.serve},
+	}
+}
+
+func (s *services) openStore(ctx context.Context) error {
+	var err error
+	if s.st, s.scfg, err = s.opts.store.open(ctx, s.app); err != nil {
+		return err
+	}
+	s.kr = checkKeyring(ctx, s.app, s.pack)
+	return nil
+}
+
+// listen opens the HTTP listener (its address is the default public URL) and builds the mux the
+// channel, the OAuth callback and the operational endpoints mount on.
+func (s *services) listen(ctx context.Context) error {
+	a := s.app
+	addr := firstNonEmpty(s.opts.http, a.getenv("PACKBOT_HTTP_ADDR"), "127.0.0.1:8080")
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (set --http or PACKBOT_HTTP_ADDR): %w", addr, err)
+	}
+	s.ln = ln
+	s.publicURL = firstNonEmpty(s.opts.channel.publicURL, a.getenv("PACKBOT_PUBLIC_URL"))
+	if s.publicURL == "" {
+		s.publicURL = defaultPublicURL(ln.Addr())
+		if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
+			a.logger.WarnContext(ctx, "listening on all interfaces without PACKBOT_PUBLIC_URL: wallets are told "+s.publicURL+
+				", which only this machine can reach; set --public-url or PACKBOT_PUBLIC_URL")
+		}
+	}
+	s.undelivered = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "packbot_didcomm_undelivered_total",
 		Help: "DIDComm messages that could not be delivered to a wallet (or its mediator), by reason.",
 	}, []string{"reason"})
-	oc, err := open(ctx, channelDeps{app: a, pack: p, records: st, storeKind: scfg.kind, dataDir: o.store.dir(a), publicURL: publicURL,
-		maxBody: maxBody, undelivered: func(reason string) { undelivered.WithLabelValues(reason).Inc() }})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := oc.close(); err != nil {
-			log.ErrorContext(ctx, "close channel", slog.Any("err", err))
-		}
-	}()
+	s.mux, s.reg = newHTTPHandler(s.st, s.pack, a.logger, s.undelivered)
+	return nil
+}
 
-	mux, reg := newHTTPHandler(st, p, log, undelivered)
-	if m, ok := oc.ch.(channel.HTTPMounter); ok {
-		m.Mount(mux)
+func (s *services) closeListener(context.Context) error {
+	if s.served { // the server closed it
+		return nil
 	}
-	notices := &notifier{log: log}
-	model, err := newModel(ctx, a, p)
+	return s.ln.Close()
+}
+
+// openWalletChannel opens the wallet channel, mounts its endpoints and builds the bot that
+// handles its events (its flows come once the MCP pool is there: see provisionBot).
+func (s *services) openWalletChannel(ctx context.Context) error {
+	a := s.app
+	ch, err := s.openChannel(ctx, channelDeps{app: a, pack: s.pack, records: s.st, storeKind: s.scfg.kind, dataDir: s.opts.store.dir(a),
+		publicURL: s.publicURL, maxBody: s.maxBody, undelivered: func(reason string) { s.undelivered.WithLabelValues(reason).Inc() }})
 	if err != nil {
 		return err
 	}
-	pool, oauthManager, err := openMCP(ctx, a, p, st, kr, publicURL, mux, notices, model)
+	s.ch = ch
+	if m, ok := ch.(channel.HTTPMounter); ok {
+		m.Mount(s.mux)
+	}
+	s.bot, err = bot.New(bot.Config{Channel: ch, Store: s.st, Logger: a.logger, Keyring: s.kr, BeforeHandle: a.beforeHandle})
+	if err != nil {
+		return errors.Join(err, ch.Close()) // a failed provision is not stopped
+	}
+	registerBotMetrics(s.reg, s.bot.Stats())
+	return nil
+}
+
+// openMCP builds the language model (when one is configured) and the MCP pool, whose notices go
+// to the bot.
+func (s *services) openMCP(ctx context.Context) error {
+	var err error
+	if s.model, err = newModel(ctx, s.app, s.pack); err != nil {
+		return err
+	}
+	s.pool, s.oauth, err = openMCP(ctx, s.app, s.pack, s.st, s.kr, s.publicURL, s.mux, s.bot, s.model)
+	return err
+}
+
+// provisionBot gives the bot its flows, and builds the approvals service they use.
+func (s *services) provisionBot(context.Context) error {
+	engine, appr, err := newFlows(s.app, s.pack, s.st, s.kr, s.pool, s.oauth, s.bot, s.model)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	b, appr, err := newBot(ctx, a, p, st, kr, pool, oauthManager, oc.ch, notices, model)
-	if err != nil {
-		return err
-	}
-	notices.set(b)
-	registerBotMetrics(reg, b.Stats())
-	srv := &http.Server{
-		Handler:           mux,
+	s.bot.SetFlows(engine)
+	s.approvals = appr
+	return nil
+}
+
+func (s *services) newServer(ctx context.Context) error {
+	s.srv = &http.Server{
+		Handler:           s.mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	// The channel and the conversation run until ctx is done; they start before the server, so
-	// that no inbound message or webhook arrives before the channel runs.
-	runCtx, stopRun := context.WithCancel(ctx)
-	poolDone := make(chan struct{})
-	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopPool()
-	go func() { defer close(poolDone); _ = pool.Run(poolCtx) }()
-	botCtx, stopBot := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBot()
-	botDone := make(chan struct{})
-	go func() { defer close(botDone); _ = b.Run(botCtx) }()
-	apprDone := make(chan struct{})
-	go func() { defer close(apprDone); _ = appr.Run(botCtx) }()
-	chErr := make(chan error, 1)
-	go func() { chErr <- oc.ch.Run(runCtx, b) }()
+	return nil
+}
 
+// serve serves HTTP until ctx ends, then shuts the server down (at most 10 s).
+func (s *services) serve(ctx context.Context) error {
+	s.served = true
 	errc := make(chan error, 1)
-	serving = true
-	go func() { errc <- srv.Serve(ln) }()
-	log.InfoContext(ctx, "packbot serving", slog.String("http", "http://"+ln.Addr().String()), slog.String("channel", kind),
-		slog.String("public_url", publicURL))
-	if oc.invitation != nil {
-		if err := printInvitation(ctx, a, oc.invitation); err != nil {
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// started says where serve listens, and prints the channel's invitation when it has one.
+func (s *services) started(ctx context.Context) {
+	log := s.app.logger
+	log.InfoContext(ctx, "packbot serving", slog.String("http", "http://"+s.ln.Addr().String()), slog.String("channel", s.kind),
+		slog.String("public_url", s.publicURL))
+	if inv, ok := s.ch.(channel.Inviter); ok {
+		if err := printInvitation(ctx, s.app, inv); err != nil {
 			log.ErrorContext(ctx, "invitation", slog.Any("err", err))
 		}
 	}
-
-	var runErr error
-	channelReturned := false
-	select {
-	case err := <-errc:
-		runErr = fmt.Errorf("http server: %w", err)
-	case err := <-chErr:
-		// Run also returns when ctx ends (its context derives from it): only an early return,
-		// or an error, is a failure.
-		channelReturned = true
-		if err == nil && ctx.Err() == nil {
-			err = errors.New("returned before shutdown")
-		}
-		if err != nil {
-			runErr = fmt.Errorf("channel %s stopped: %w", kind, err)
-		}
-	case <-ctx.Done():
-	}
-	log.InfoContext(ctx, "shutting down")
-	stopRun()
-	if !channelReturned {
-		if err := <-chErr; err != nil && runErr == nil {
-			runErr = fmt.Errorf("channel %s: %w", kind, err)
-		}
-	}
-	// The channel has stopped delivering: let the bot finish what it queued, then stop the pool.
-	stopBot()
-	<-botDone
-	<-apprDone
-	stopPool()
-	<-poolDone
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && runErr == nil {
-		runErr = fmt.Errorf("http shutdown: %w", err)
-	}
-	if runErr == nil {
-		log.InfoContext(ctx, "stopped")
-	}
-	return runErr
 }
 
 // defaultPublicURL is http:// and the listen address, with an unspecified host (0.0.0.0, ::)
@@ -238,19 +281,19 @@ func defaultPublicURL(addr net.Addr) string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
-// printInvitation prints the channel's invitation as a URL and a terminal QR code on stdout.
-// The QR code holds the short form, <public URL>/invitation, which wallets fetch the
-// invitation from (RFC 0434 short URL): it fits an 80-column terminal, where the whole
-// invitation would not.
-func printInvitation(ctx context.Context, a *app, invitation func(context.Context) (string, error)) error {
-	u, err := invitation(ctx)
+// printInvitation prints the channel's invitation as a URL and, when it has a short form, a
+// terminal QR code of that (the whole invitation would not fit an 80-column terminal) on stdout.
+func printInvitation(ctx context.Context, a *app, ch channel.Inviter) error {
+	inv, err := ch.ConnectionInvitation(ctx)
 	if err != nil {
 		return err
 	}
-	short, _, _ := strings.Cut(u, "?")
-	fmt.Fprintf(a.stdout, "\nConnect a wallet with this invitation (or run: packbot wallet --invitation '%s'):\n\n%s\n\n", u, u)
-	fmt.Fprintf(a.stdout, "Or scan this QR code with a wallet app (it opens %s; as an image: %s?format=png):\n\n", short, short)
-	return didcomm.WriteQR(a.stdout, short)
+	fmt.Fprintf(a.stdout, "\nConnect a wallet with this invitation (or run: packbot wallet --invitation '%s'):\n\n%s\n\n", inv.URL, inv.URL)
+	if inv.ShortURL == "" {
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "Or scan this QR code with a wallet app (it opens %s; as an image: %s?format=png):\n\n", inv.ShortURL, inv.ShortURL)
+	return didcomm.WriteQR(a.stdout, inv.ShortURL)
 }
 
 // newHTTPHandler serves the operational endpoints; the wallet channel (the DIDComm inbound

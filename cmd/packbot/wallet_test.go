@@ -196,8 +196,8 @@ func TestScriptedWalletAgainstChannel(t *testing.T) {
 		t.Fatalf("answer %+v", a)
 	}
 
-	rid, err := ch.RequestProof(ctx, conn, channel.ProofRequest{CredentialType: "EmployeeCredential",
-		Issuers: []string{"did:key:z6Mkg5JPG6jzTYpXhDRGkPhBUkpauWtoXS2qoYGE5oEqaQY4"}, Formats: []string{"jsonld", "jwt"}})
+	rid, err := ch.RequestProof(ctx, conn, channel.ProofRequest{W3C: &channel.W3CRequest{CredentialType: "EmployeeCredential",
+		Issuers: []string{"did:key:z6Mkg5JPG6jzTYpXhDRGkPhBUkpauWtoXS2qoYGE5oEqaQY4"}, Formats: []string{"jsonld", "jwt"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,9 +84,12 @@ func (u *walletUI) show(e didcomm.WalletEvent) {
 			"%s\n  (:a N answers)", b.String())
 	case e.ProofRequest != nil:
 		u.proof = &e
-		r := e.ProofRequest
-		u.out(map[string]any{"event": "proof-request", "id": e.ID, "credentialType": r.CredentialType, "purpose": r.Purpose, "issuers": r.Issuers},
-			"the bot asks for your %s credential%s. Present it? [y/n]", r.CredentialType, parenthesize(r.Purpose))
+		r, w3c := e.ProofRequest, e.ProofRequest.W3C
+		if w3c == nil { // the wallet decodes every request into W3C terms
+			w3c = &channel.W3CRequest{}
+		}
+		u.out(map[string]any{"event": "proof-request", "id": e.ID, "credentialType": w3c.CredentialType, "purpose": r.Purpose, "issuers": w3c.Issuers},
+			"the bot asks for your %s credential%s. Present it? [y/n]", w3c.CredentialType, parenthesize(r.Purpose))
 	case e.ProofAnswer != nil:
 		a := e.ProofAnswer
 		msg := "the bot accepted the credential"

@@ -37,7 +37,7 @@ func TestInteractiveWalletUI(t *testing.T) {
 		t.Fatalf(":a 2 → %+v %v", a, err)
 	}
 
-	u.show(didcomm.WalletEvent{ID: "p-1", ProofRequest: &channel.ProofRequest{CredentialType: "EmployeeCredential", Purpose: "to log in"}})
+	u.show(didcomm.WalletEvent{ID: "p-1", ProofRequest: &channel.ProofRequest{W3C: &channel.W3CRequest{CredentialType: "EmployeeCredential"}, Purpose: "to log in"}})
 	if !strings.Contains(out.String(), "asks for your EmployeeCredential credential (to log in). Present it? [y/n]") {
 		t.Fatalf("proof request shown as:\n%s", out.String())
 	}
@@ -47,7 +47,7 @@ func TestInteractiveWalletUI(t *testing.T) {
 	if a, _ := u.parseLine("y"); a.Action != "text" || a.Content != "y" {
 		t.Fatalf("a second y is text: %+v", a)
 	}
-	u.show(didcomm.WalletEvent{ID: "p-2", ProofRequest: &channel.ProofRequest{CredentialType: "EmployeeCredential"}})
+	u.show(didcomm.WalletEvent{ID: "p-2", ProofRequest: &channel.ProofRequest{W3C: &channel.W3CRequest{CredentialType: "EmployeeCredential"}}})
 	if a, _ := u.parseLine("no"); a.Action != "decline" || a.Request != "p-2" {
 		t.Fatalf("no → %+v", a)
 	}

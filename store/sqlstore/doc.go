@@ -19,5 +19,6 @@
 //		return err
 //	}
 //	defer db.Close()
-//	id, err := db.EnqueueOutbox(ctx, store.OutboxMessage{Identity: "alice", Kind: "text", Payload: payload})
+//	m, _ := store.NewOutboxMessage("alice", "", "text", map[string]string{"text": "hi"})
+//	id, err := db.EnqueueOutbox(ctx, m)
 package sqlstore
