@@ -76,6 +76,9 @@ type Message struct {
 	Literal   string
 	IsLiteral bool
 	Args      []Arg
+	// Suffix is text the bot adds after the key's text, written "#…" after the arguments: the
+	// request reference of an approval list's options ("#*").
+	Suffix string
 }
 
 // Arg is one argument of a key; the value "*" matches anything.
@@ -376,7 +379,11 @@ func parseMessage(s string) (Message, error) {
 		return Message{}, fmt.Errorf("want a message key or a quoted text, got %q", s)
 	}
 	m := Message{Key: toks[0]}
-	for _, t := range toks[1:] {
+	for i, t := range toks[1:] {
+		if strings.HasPrefix(t, "#") && i == len(toks)-2 {
+			m.Suffix = t
+			continue
+		}
 		k, v, ok := strings.Cut(t, "=")
 		if !ok || !keyRE.MatchString(k) {
 			return Message{}, fmt.Errorf("%s: want name=value, got %q", m.Key, t)

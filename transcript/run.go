@@ -440,6 +440,10 @@ func (r *runner) render(lang string, m Message) (expected, error) {
 	if m.Key == GreetingKey {
 		text = i18n.Greeting(text, name)
 	}
+	if m.Suffix != "" {
+		text += " " + strings.ReplaceAll(m.Suffix, Wildcard, mark)
+		wild = wild || strings.Contains(m.Suffix, Wildcard)
+	}
 	desc := fmt.Sprintf("%s[%s] %q", m.Key, lang, strings.ReplaceAll(text, mark, "…"))
 	if !wild {
 		return expected{desc: desc, exact: text}, nil
