@@ -96,7 +96,9 @@ type MenuItem struct {
 var (
 	nameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 	keyRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	itemRE = regexp.MustCompile(`^([a-z0-9][a-z0-9_-]*)(?:\[([0-9]{1,4})\])?$`)
+	// msgKeyRE is a message key: upper case first, as the catalogs write them.
+	msgKeyRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9_]*$`)
+	itemRE   = regexp.MustCompile(`^([a-z0-9][a-z0-9_-]*)(?:\[([0-9]{1,4})\])?$`)
 	// actorRE splits "ana>", "ana<~", "ana?" and "ana:" lines.
 	actorRE = regexp.MustCompile(`^([a-z][a-z0-9_-]*)(>|<~|<|\?|:)(?:\s+|$)(.*)$`)
 )
@@ -375,7 +377,7 @@ func parseMessage(s string) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
-	if len(toks) == 0 || !keyRE.MatchString(toks[0]) {
+	if len(toks) == 0 || !msgKeyRE.MatchString(toks[0]) {
 		return Message{}, fmt.Errorf("want a message key or a quoted text, got %q", s)
 	}
 	m := Message{Key: toks[0]}
