@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"context"
+	_ "embed" // pack.yaml
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -34,68 +35,13 @@ const testKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeef
 // VaultToken is the token the vault server of the transcripts accepts.
 const VaultToken = "vault-token-s3cr3t-7f1c"
 
-// pack is the transcripts' pack: a bank (admin-controlled, roles, an approval policy with a
-// 30-minute timeout on send_money and a quorum of two without self-approval on
-// create_invoice) and a vault (user-controlled: an account name and a secret token). It
-// keeps the built-in greeting, so that transcripts pin it in every language. The
-// authentication's credential is the harness's (see authYAML).
-const pack = `
-metadata: {id: transcripts, displayName: transcript bank, defaultLanguage: en}
-llm: {provider: openai, model: scripted, baseUrl: "${LLM_URL}"}
-memory: {window: 4}
-flows:
-  authentication:
-    enabled: true
-    userIdentityAttribute: email
-    rolesAttribute: roles
-    defaultRole: employee
-    adminUsers: ["root@acme.corp"]
-%s
-mcp:
-  servers:
-    - name: bank
-      transport: streamable-http
-      url: "${BANK_URL}"
-      toolAccess:
-        default: none
-        roles:
-          guest: [get_exchange_rate]
-          employee: [get_exchange_rate, list_transfers, send_money]
-          finance: [get_exchange_rate, get_balances, list_transfers]
-          finance-manager: [get_exchange_rate, send_money]
-        approval:
-          - tools: [send_money]
-            approvers: [finance-manager]
-            timeoutMinutes: 30
-    - name: payments
-      url: "${BANK_URL}"
-      allowlist: [create_invoice]
-      toolAccess:
-        default: none
-        roles:
-          employee: [create_invoice]
-          finance-manager: [create_invoice]
-        approval:
-          - tools: [create_invoice]
-            approvers: [finance-manager]
-            quorum: 2
-            allowSelfApproval: false
-    - name: vault
-      transport: streamable-http
-      url: "${VAULT_URL}"
-      accessMode: user-controlled
-      userConfig:
-        fields:
-          - name: account
-            type: text
-            label: {en: "your account name", es: "el nombre de tu cuenta"}
-            headerName: X-Account
-            headerTemplate: "{value}"
-          - name: token
-            type: secret
-            label: {en: "your vault token", es: "tu token del vault"}
-            headerTemplate: "Bearer {value}"
-`
+// pack is the transcripts' pack (pack.yaml); the authentication's credential request is the
+// harness's (see authYAML), put in place of authMarker.
+//
+//go:embed pack.yaml
+var pack string
+
+const authMarker = "    # the harness's credential request goes here (authYAML)\n"
 
 // authYAML is the pack's credential request for the proof request a channel's wallets can
 // satisfy: an AnonCreds credential definition (VS Agent) or a W3C credential type and issuers
@@ -172,8 +118,11 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest) *wor
 	vaultSrv := httptest.NewServer(vault.Handler())
 	t.Cleanup(vaultSrv.Close)
 
+	if !strings.Contains(pack, authMarker) {
+		t.Fatal("pack.yaml lost the line where the credential request goes")
+	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "agent-pack.yaml"), fmt.Appendf(nil, pack, authYAML(proof)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "agent-pack.yaml"), []byte(strings.Replace(pack, authMarker, authYAML(proof), 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{"LLM_URL": w.llm.URL, "BANK_URL": bankSrv.URL + "/mcp", "VAULT_URL": vaultSrv.URL + "/mcp"}
