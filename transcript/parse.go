@@ -32,6 +32,7 @@ const (
 	LLMResult                  // llm: result NAME MSG
 	Clock                      // clock: +31m
 	Calls                      // calls: tool=n…
+	LLMSystem                  // llm: system "text"
 )
 
 // GreetingKey names the pack's greeting in a transcript; its argument name= is the user's name.
@@ -348,6 +349,12 @@ func (p *parser) llm(n int, arg string) error {
 		p.add(Step{Line: n, Kind: LLMSay, Text: s})
 	case "tools":
 		p.add(Step{Line: n, Kind: LLMTools, Names: strings.Fields(rest)})
+	case "system":
+		s, err := strconv.Unquote(rest)
+		if err != nil {
+			return fmt.Errorf("llm: system: want a quoted text, got %q", rest)
+		}
+		p.add(Step{Line: n, Kind: LLMSystem, Text: s})
 	case "result":
 		who, m, _ := strings.Cut(rest, " ")
 		if err := p.known(who); err != nil {
@@ -359,7 +366,7 @@ func (p *parser) llm(n int, arg string) error {
 		}
 		p.add(Step{Line: n, Kind: LLMResult, Wallet: who, Msgs: []Message{msg}})
 	default:
-		return fmt.Errorf("unknown llm step %q: want call, say, tools or result", verb)
+		return fmt.Errorf("unknown llm step %q: want call, say, tools, system or result", verb)
 	}
 	return nil
 }

@@ -164,6 +164,14 @@ func (r *runner) step(ctx context.Context, st Step) error {
 		}
 	case LLMResult:
 		return r.llmResult(w, st.Msgs[0])
+	case LLMSystem:
+		req, err := r.lastRequest()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(req.System(), st.Text) {
+			return fmt.Errorf("the model's system prompt %q lacks %q", req.System(), st.Text)
+		}
 	case Clock:
 		r.w.offset.Add(int64(st.Advance))
 		r.w.appr.Sweep(ctx)
