@@ -33,6 +33,7 @@ const (
 	Clock                      // clock: +31m
 	Calls                      // calls: tool=n…
 	LLMSystem                  // llm: system "text"
+	Audit                      // audit: identity tool decision/outcome
 )
 
 // GreetingKey names the pack's greeting in a transcript; its argument name= is the user's name.
@@ -161,6 +162,13 @@ func (p *parser) line(n int, line string) error {
 		}
 		p.add(Step{Line: n, Kind: Clock, Advance: d})
 		return nil
+	case "audit:":
+		f := strings.Fields(rest)
+		if len(f) != 3 || !strings.Contains(f[2], "/") {
+			return fmt.Errorf("audit: want identity tool decision/outcome, got %q", rest)
+		}
+		p.add(Step{Line: n, Kind: Audit, Text: f[0], Tool: f[1], Names: strings.SplitN(f[2], "/", 2)})
+		return nil
 	case "calls:":
 		counts := map[string]int{}
 		for _, f := range strings.Fields(rest) {
@@ -195,7 +203,7 @@ func (p *parser) line(n int, line string) error {
 	}
 	sub := actorRE.FindStringSubmatch(line)
 	if sub == nil {
-		return fmt.Errorf("unknown step %q: want connect, login, llm:, clock:, calls:, or a wallet name with >, <, <~, ?, : (or \"menu:\") after it", head)
+		return fmt.Errorf("unknown step %q: want connect, login, llm:, clock:, calls:, audit:, or a wallet name with >, <, <~, ?, : (or \"menu:\") after it", head)
 	}
 	who, op, arg := sub[1], sub[2], strings.TrimSpace(sub[3])
 	if err := p.known(who); err != nil {

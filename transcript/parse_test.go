@@ -28,6 +28,8 @@ llm: tools a b
 llm: result ana TOOL_DENIED tool=x server=y
 clock: +31m
 calls: send_money=1 get_balances=0
+llm: system "with roles: a"
+audit: ana@acme.corp send_money approval/executed
 `
 	s, err := transcript.Parse("x.txt", []byte(src))
 	if err != nil {
@@ -43,7 +45,7 @@ calls: send_money=1 get_balances=0
 	want := []transcript.Kind{transcript.Connect, transcript.ExpectText, transcript.Select, transcript.ExpectProof, transcript.Present, transcript.ExpectText,
 		transcript.Connect, transcript.Send, transcript.ExpectQuestion, transcript.Answer, transcript.ExpectContains, transcript.ExpectText,
 		transcript.ExpectProof, transcript.ExpectMenu, transcript.LLMCall, transcript.LLMSay, transcript.LLMTools, transcript.LLMResult,
-		transcript.Clock, transcript.Calls}
+		transcript.Clock, transcript.Calls, transcript.LLMSystem, transcript.Audit}
 	if len(kinds) != len(want) {
 		t.Fatalf("kinds %v, want %v", kinds, want)
 	}
@@ -79,6 +81,9 @@ calls: send_money=1 get_balances=0
 	if st := s.Steps[19]; st.Counts["send_money"] != 1 || st.Counts["get_balances"] != 0 || len(st.Counts) != 2 {
 		t.Errorf("calls %+v", st)
 	}
+	if st := s.Steps[21]; st.Text != "ana@acme.corp" || st.Tool != "send_money" || st.Names[0] != "approval" || st.Names[1] != "executed" {
+		t.Errorf("audit %+v", st)
+	}
 }
 
 // TestParseErrors: every error names the file and line, and all of them come at once.
@@ -101,6 +106,7 @@ func TestParseErrors(t *testing.T) {
 		{"what is this", "x.txt:1: unknown step \"what\""},
 		{"# only a comment", "x.txt: no steps"},
 		{"connect ana lang=en\nana>", "x.txt:2: nothing to send"},
+		{"audit: a b executed", "x.txt:1: audit: want identity tool decision/outcome"},
 	} {
 		_, err := transcript.Parse("x.txt", []byte(c.src))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -18,6 +18,7 @@ import (
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/channeltest"
 	"github.com/packbot/packbot/i18n"
+	"github.com/packbot/packbot/store"
 )
 
 //go:embed scenarios/*.txt
@@ -175,6 +176,14 @@ func (r *runner) step(ctx context.Context, st Step) error {
 	case Clock:
 		r.w.offset.Add(int64(st.Advance))
 		r.w.appr.Sweep(ctx)
+	case Audit:
+		rows, err := r.w.st.ListAudit(ctx, store.AuditQuery{Identity: st.Text, Tool: st.Tool, Limit: 1})
+		if err != nil {
+			return fmt.Errorf("read the audit of %s: %w", st.Tool, err)
+		}
+		if len(rows) == 0 || rows[0].Decision != st.Names[0] || rows[0].Outcome != st.Names[1] {
+			return fmt.Errorf("the last audit row of %s by %s is %+v, want %s/%s", st.Tool, st.Text, rows, st.Names[0], st.Names[1])
+		}
 	case Calls:
 		stats := r.w.bank.Stats()
 		for tool, n := range st.Counts {
