@@ -72,6 +72,8 @@ type world struct {
 	appr  *approvals.Service
 	// offset moves the approvals' clock (expiry).
 	offset atomic.Int64
+	// stop stops the bot, the pool and the channel; safe to call more than once.
+	stop func()
 }
 
 // llmQueue is the scripted model: the responses a transcript queued, one per request, then
@@ -172,7 +174,10 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest) *wor
 	go func() { defer wg.Done(); _ = pool.Run(runCtx) }()
 	go func() { defer wg.Done(); _ = b.Run(runCtx) }()
 	go func() { defer wg.Done(); _ = ch.Run(runCtx, b) }()
-	t.Cleanup(func() { cancel(); wg.Wait(); pool.Close() })
+	// Run stops the bot before the wallets' cleanups close them (they were connected later, so
+	// theirs run first): a bot draining its outbox to closed wallets would wait for nothing.
+	w.stop = sync.OnceFunc(func() { cancel(); wg.Wait(); pool.Close() })
+	t.Cleanup(w.stop)
 	w.waitTools(t, pool, "bank")
 	return w
 }

@@ -71,6 +71,7 @@ func Run(t *testing.T, s *Script, h channeltest.Harness) {
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	r := &runner{t: t, s: s, h: h, w: newWorld(t, h.Channel, h.ProofRequest), wallets: map[string]*wallet{}}
+	defer r.w.stop()
 	for _, st := range s.Steps {
 		if err := r.step(ctx, st); err != nil {
 			t.Fatalf("%s:%d: %v", s.Name, st.Line, err)
