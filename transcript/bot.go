@@ -179,6 +179,7 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest) *wor
 	w.stop = sync.OnceFunc(func() { cancel(); wg.Wait(); pool.Close() })
 	t.Cleanup(w.stop)
 	w.waitTools(t, pool, "bank")
+	w.waitTools(t, pool, "payments")
 	return w
 }
 
