@@ -1,7 +1,10 @@
 package transcript_test
 
 import (
+	"context"
 	"testing"
+
+	"github.com/packbot/packbot/channel"
 
 	"github.com/packbot/packbot/channel/channeltest"
 	"github.com/packbot/packbot/transcript"
@@ -10,4 +13,31 @@ import (
 // TestMemory runs every transcript on the in-memory channel.
 func TestMemory(t *testing.T) {
 	transcript.RunAll(t, transcript.Scenarios, func(*testing.T) channeltest.Harness { return channeltest.NewMemoryHarness() })
+}
+
+// TestMemoryWithoutQuestions runs every transcript, unchanged, on a memory channel that cannot
+// ask questions: the bot asks them as numbered texts, answered by number.
+func TestMemoryWithoutQuestions(t *testing.T) {
+	transcript.RunAll(t, transcript.Scenarios, func(*testing.T) channeltest.Harness {
+		h := channeltest.NewMemoryHarness()
+		h.Channel = noQuestions{h.Channel.(*channeltest.Memory)}
+		return h
+	})
+}
+
+// noQuestions is the memory channel without channel.QuestionAsker.
+type noQuestions struct{ m *channeltest.Memory }
+
+func (c noQuestions) Name() string { return "memory-no-questions" }
+func (c noQuestions) Run(ctx context.Context, h channel.Handler) error {
+	return c.m.Run(ctx, h)
+}
+func (c noQuestions) SendText(ctx context.Context, conn string, t channel.Text) (string, error) {
+	return c.m.SendText(ctx, conn, t)
+}
+func (c noQuestions) SendMenu(ctx context.Context, conn string, m channel.Menu) error {
+	return c.m.SendMenu(ctx, conn, m)
+}
+func (c noQuestions) RequestProof(ctx context.Context, conn string, r channel.ProofRequest) (string, error) {
+	return c.m.RequestProof(ctx, conn, r)
 }

@@ -71,6 +71,8 @@ func Run(t *testing.T, s *Script, h channeltest.Harness) {
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	r := &runner{t: t, s: s, h: h, w: newWorld(t, h.Channel, h.ProofRequest), wallets: map[string]*wallet{}}
+	_, r.menus = h.Channel.(channel.MenuSender)
+	_, r.questions = h.Channel.(channel.QuestionAsker)
 	defer r.w.stop()
 	for _, st := range s.Steps {
 		if err := r.step(ctx, st); err != nil {
@@ -81,11 +83,15 @@ func Run(t *testing.T, s *Script, h channeltest.Harness) {
 }
 
 type runner struct {
-	t       *testing.T
-	s       *Script
-	h       channeltest.Harness
-	w       *world
-	wallets map[string]*wallet
+	// menus and questions: the channel sends them; without, the bot sends no menu and asks its
+	// questions as a numbered text answered by number (flows' text fallback), and the runner
+	// checks and answers them so.
+	menus, questions bool
+	t                *testing.T
+	s                *Script
+	h                channeltest.Harness
+	w                *world
+	wallets          map[string]*wallet
 }
 
 // wallet is one connected wallet and what it has received that the transcript has not taken
@@ -151,6 +157,9 @@ func (r *runner) step(ctx context.Context, st Step) error {
 	case ExpectQuestion:
 		return r.expectQuestion(ctx, w, st.Msgs)
 	case ExpectMenu:
+		if !r.menus {
+			return nil // the bot sends no menu on this channel
+		}
 		return r.waitMenu(ctx, w, st.Menu)
 	case LLMCall:
 		r.w.queue.push(agenttest.Response{ToolCalls: []agenttest.ToolCall{{Name: st.Tool, Arguments: st.Text}}})
@@ -257,6 +266,9 @@ func (r *runner) expectQuestion(ctx context.Context, w *wallet, msgs []Message) 
 	if err != nil {
 		return err
 	}
+	if !r.questions && got.Text != nil {
+		got = numbered(got)
+	}
 	if got.Question == nil {
 		return fmt.Errorf("%s got %s, want a question", w.name, got)
 	}
@@ -304,13 +316,41 @@ func (r *runner) answer(ctx context.Context, w *wallet, m Message) error {
 	if err != nil {
 		return err
 	}
-	for _, o := range q.Question.Options {
-		if want.matches(o, false) {
-			return w.w.Answer(ctx, q.ID, o)
+	for i, o := range q.Question.Options {
+		if !want.matches(o, false) {
+			continue
 		}
+		if !r.questions {
+			return w.w.SendText(ctx, strconv.Itoa(i+1), "") // the numbered text's answer
+		}
+		return w.w.Answer(ctx, q.ID, o)
 	}
 	return fmt.Errorf("%s: no option %s in %q", w.name, want, q.Question.Options)
 }
+
+// numbered reads the text a bot sends for a question on a channel without questions: the
+// question, then one "N. option" line per option.
+func numbered(m channeltest.Received) channeltest.Received {
+	lines := strings.Split(m.Text.Content, "\n")
+	first := len(lines)
+	for first > 0 && numberedRE.MatchString(lines[first-1]) {
+		first--
+	}
+	q := channel.Question{Text: strings.Join(lines[:first], "\n")}
+	for i, l := range lines[first:] {
+		n, opt, _ := strings.Cut(l, ". ")
+		if n != strconv.Itoa(i+1) {
+			return m // not a numbered list from 1
+		}
+		q.Options = append(q.Options, opt)
+	}
+	if len(q.Options) == 0 {
+		return m
+	}
+	return channeltest.Received{ID: m.ID, Question: &q}
+}
+
+var numberedRE = regexp.MustCompile(`^[0-9]+\. `)
 
 // waitMenu waits until the wallet's menu is items; other messages that arrive meanwhile are
 // held for the steps that follow (menu refreshes and notices travel separately).
