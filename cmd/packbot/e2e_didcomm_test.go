@@ -16,10 +16,11 @@ import (
 	"github.com/packbot/packbot/store/storetest"
 )
 
-// The end-to-end conversation: `packbot serve` (the real binary: embedded DIDComm channel, the
-// demo bank over stdio, a token-protected vault over streamable HTTP, a scripted
-// OpenAI-compatible LLM) and scripted `packbot wallet` processes holding credentials from
-// `packbot credential issue`.
+// The harness of the process tests over DIDComm (crashes, restarts, interop): `packbot serve`
+// (the real binary: embedded DIDComm channel, the demo bank over stdio, a token-protected vault
+// over streamable HTTP, a scripted OpenAI-compatible LLM) and scripted `packbot wallet`
+// processes holding credentials from `packbot credential issue`. Conversation scenarios are
+// transcripts (package transcript), replayed on every channel.
 
 const (
 	e2eKey   = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"

@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of `packbot serve` on the vsagent channel: packbot runs as its own process
+// The fake VS Agent of the process tests of `packbot serve` on the vsagent channel: packbot runs as its own process
 // with PACKBOT_CHANNEL=vsagent; the test plays the VS Agent (it posts the webhooks and records
 // every message packbot posts to its admin API), the LLM (agent/agenttest, scripted) and the
 // MCP server (mcp/demoserver, over streamable HTTP).

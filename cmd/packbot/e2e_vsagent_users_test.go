@@ -1,12 +1,12 @@
 package main
 
-// End-to-end test of approvals over the VS Agent channel: `packbot serve` runs as its own process
-// with PACKBOT_CHANNEL=vsagent and SQLite, without a language model (the requests are /call
-// commands); the test plays the VS Agent and two wallets (an employee who asks for send_money,
-// in Spanish, and a finance manager who decides, in English), and serves the demo bank over
-// streamable HTTP, whose counters prove how many times send_money ran.
+// Users of the process tests over the VS Agent channel (crashes, replicas, elicitation):
+// `packbot serve` runs as its own process with PACKBOT_CHANNEL=vsagent, without a language model
+// (the requests are /call commands); the test plays the VS Agent and the wallets, and serves the
+// demo bank over streamable HTTP, whose counters prove how many times a tool ran. The
+// conversation and approval scenarios themselves are transcripts (package transcript).
 //
-// It reuses the fake admin API and the webhook helpers of vsagent_e2e_test.go. Questions go out
+// It reuses the fake admin API and the webhook helpers of e2e_vsagent_admin_test.go. Questions go out
 // as "menu-display" messages whose menu items carry "<question id>:<option text>" ids, and come
 // back, as a VS Agent (v1.x) reports them, as "menu-select" messages naming the chosen item's id
 // with a DIDComm threadId of their own (see channel/vsagent/question.go); contextual menu
