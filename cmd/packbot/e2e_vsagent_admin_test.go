@@ -1,9 +1,9 @@
 package main
 
-// The fake VS Agent of the process tests of `packbot serve` on the vsagent channel: packbot runs as its own process
-// with PACKBOT_CHANNEL=vsagent; the test plays the VS Agent (it posts the webhooks and records
-// every message packbot posts to its admin API), the LLM (agent/agenttest, scripted) and the
-// MCP server (mcp/demoserver, over streamable HTTP).
+// The fake VS Agent of the process tests of `packbot serve` on the vsagent channel: packbot
+// runs as its own process with PACKBOT_CHANNEL=vsagent; the test plays the VS Agent (it posts
+// the webhooks and records every message packbot posts to its admin API), the LLM
+// (agent/agenttest, scripted) and the MCP server (mcp/demoserver, over streamable HTTP).
 //
 // The JSON on both sides is the VS Agent API as documented in 2060-io/vs-agent
 // doc/vs-agent-api.md ("Messaging": POST /message with connectionId, id, timestamp, threadId,
