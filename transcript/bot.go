@@ -101,15 +101,14 @@ func (l *llmQueue) answer(r agenttest.Request) agenttest.Response {
 }
 
 // newWorld builds the bot on ch and runs it (with ch) until the test ends.
-func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest) *world {
+func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, openStore func(testing.TB) store.Store) *world {
 	t.Helper()
 	w := &world{t: t, queue: &llmQueue{}}
 	ctx := context.Background()
-	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "bot.db"), nil)
-	if err != nil {
-		t.Fatalf("open the bot's store: %v", err)
+	if openStore == nil {
+		openStore = openSQLite
 	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openStore(t)
 	w.st = st
 	w.llm = agenttest.New(t)
 	w.llm.Script(w.queue.answer)
@@ -181,6 +180,16 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest) *wor
 	w.waitTools(t, pool, "bank")
 	w.waitTools(t, pool, "payments")
 	return w
+}
+
+// openSQLite is the default store of a transcript's bot.
+func openSQLite(t testing.TB) store.Store {
+	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "bot.db"), nil)
+	if err != nil {
+		t.Fatalf("open the bot's store: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }
 
 // waitTools waits until the pool knows the tools of server.

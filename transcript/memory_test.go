@@ -7,12 +7,29 @@ import (
 	"github.com/packbot/packbot/channel"
 
 	"github.com/packbot/packbot/channel/channeltest"
+	"github.com/packbot/packbot/store"
+	"github.com/packbot/packbot/store/sqlstore"
+	"github.com/packbot/packbot/store/storetest"
 	"github.com/packbot/packbot/transcript"
 )
 
 // TestMemory runs every transcript on the in-memory channel.
 func TestMemory(t *testing.T) {
 	transcript.RunAll(t, transcript.Scenarios, func(*testing.T) channeltest.Harness { return channeltest.NewMemoryHarness() })
+}
+
+// TestMemoryPostgres runs every transcript on the in-memory channel with the bot on PostgreSQL
+// (TEST_DATABASE_URL; skipped without it, except under CI).
+func TestMemoryPostgres(t *testing.T) {
+	transcript.RunAllWith(t, transcript.Scenarios, func(*testing.T) channeltest.Harness { return channeltest.NewMemoryHarness() },
+		transcript.Options{Store: func(t testing.TB) store.Store {
+			st, err := sqlstore.OpenPostgres(context.Background(), storetest.PostgresDSN(t), nil)
+			if err != nil {
+				t.Fatalf("open PostgreSQL: %v", err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			return st
+		}})
 }
 
 // TestMemoryWithoutQuestions runs every transcript, unchanged, on a memory channel that cannot

@@ -44,9 +44,18 @@ const timeout = 60 * time.Second
 // for it.
 type Open func(t *testing.T) channeltest.Harness
 
+// Options change how transcripts run; the zero value is the default.
+type Options struct {
+	// Store opens the bot's store for one transcript (nil: SQLite in a temporary directory).
+	Store func(t testing.TB) store.Store
+}
+
 // RunAll runs every *.txt transcript of fsys as a subtest, each on a fresh channel from open
 // and a fresh bot.
-func RunAll(t *testing.T, fsys fs.FS, open Open) {
+func RunAll(t *testing.T, fsys fs.FS, open Open) { RunAllWith(t, fsys, open, Options{}) }
+
+// RunAllWith is RunAll with options.
+func RunAllWith(t *testing.T, fsys fs.FS, open Open, o Options) {
 	names, err := fs.Glob(fsys, "*.txt")
 	if err != nil || len(names) == 0 {
 		t.Fatalf("no transcripts: %v", err)
@@ -61,16 +70,18 @@ func RunAll(t *testing.T, fsys fs.FS, open Open) {
 			t.Fatal(err)
 		}
 		t.Run(strings.TrimSuffix(path.Base(name), ".txt"), func(t *testing.T) {
-			Run(t, s, open(t))
+			run(t, s, open(t), o)
 		})
 	}
 }
 
 // Run plays s against a new bot on h's channel.
-func Run(t *testing.T, s *Script, h channeltest.Harness) {
+func Run(t *testing.T, s *Script, h channeltest.Harness) { run(t, s, h, Options{}) }
+
+func run(t *testing.T, s *Script, h channeltest.Harness, o Options) {
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
-	r := &runner{t: t, s: s, h: h, w: newWorld(t, h.Channel, h.ProofRequest), wallets: map[string]*wallet{}}
+	r := &runner{t: t, s: s, h: h, w: newWorld(t, h.Channel, h.ProofRequest, o.Store), wallets: map[string]*wallet{}}
 	_, r.menus = h.Channel.(channel.MenuSender)
 	_, r.questions = h.Channel.(channel.QuestionAsker)
 	defer r.w.stop()
