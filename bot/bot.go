@@ -80,8 +80,14 @@ type Bot struct {
 	drain, leaseTTL, idle, acceptWait, every time.Duration
 	maxAttempts                              int
 
-	mu       sync.Mutex
-	workers  map[string]*worker
+	mu      sync.Mutex
+	workers map[string]*worker
+	// taking holds, by connection, the accept that is asking for the lease of a connection
+	// without a local worker; it is closed when that accept is done. Another accept for the
+	// connection waits for it: two at once would both take the lease, the second a new epoch,
+	// and the worker the first one started would lose it (and the connection would wait for
+	// the lease to run out).
+	taking   map[string]chan struct{}
 	started  bool
 	stopping bool
 	wg       sync.WaitGroup
@@ -110,7 +116,7 @@ func New(cfg Config) (*Bot, error) {
 		holder: cfg.Holder, caps: channel.CapabilitiesOf(cfg.Channel), hook: cfg.BeforeHandle,
 		drain: cfg.DrainTimeout, leaseTTL: cfg.LeaseTTL, idle: cfg.Idle, acceptWait: cfg.AcceptWait,
 		every: cfg.OutboxInterval, maxAttempts: cfg.MaxAttempts,
-		workers: map[string]*worker{}, live: make(chan struct{}),
+		workers: map[string]*worker{}, taking: map[string]chan struct{}{}, live: make(chan struct{}),
 		kick: make(chan string, 256), acks: make(chan int64, 4096), undelivered: map[string]bool{},
 	}
 	b.work, b.cancelWork = context.WithCancel(context.Background())
@@ -187,11 +193,35 @@ func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event) 
 	}
 	conn := ev.ConnectionID
 	b.mu.Lock()
-	if b.stopping {
+	local := false
+	for {
+		if b.stopping {
+			b.mu.Unlock()
+			return errStopping
+		}
+		_, local = b.workers[conn]
+		busy, waiting := b.taking[conn]
+		if local || !waiting {
+			break
+		}
 		b.mu.Unlock()
-		return errStopping
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		b.mu.Lock()
 	}
-	_, local := b.workers[conn]
+	if !local {
+		done := make(chan struct{})
+		b.taking[conn] = done
+		defer func() {
+			b.mu.Lock()
+			delete(b.taking, conn)
+			b.mu.Unlock()
+			close(done)
+		}()
+	}
 	b.mu.Unlock()
 	a := store.Accept{Event: ev, TTL: b.leaseTTL}
 	if !local {

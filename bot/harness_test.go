@@ -513,6 +513,17 @@ func (h *harness) waitIdle(ctx context.Context) {
 	}
 }
 
+const sendMoney = `/call send_money {"recipient":"rcp-globex","amount":5,"currency":"EUR"}`
+
+// login connects a user with claims in lang, and logs them in.
+func (h *harness) login(ctx context.Context, email, name, roles, lang string) *user {
+	h.t.Helper()
+	u := h.connect(ctx, map[string]string{"email": email, "name": name, "roles": roles}, lang)
+	u.text(ctx) // greeting
+	u.login(ctx)
+	return u
+}
+
 func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)

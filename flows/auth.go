@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/menu"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
@@ -43,7 +44,7 @@ func (t *turn) profile(ctx context.Context, p channel.ProfileReceived) error {
 }
 
 // greet sends the greeting (templateKey, default greetingMessage) with {userName} filled in
-// (empty, and the space before it dropped, for a guest).
+// ([i18n.Greeting]: dropped with its separator for a guest).
 func (t *turn) greet(ctx context.Context) error {
 	key := t.e.pack.Flows.Welcome.TemplateKey
 	if key == "" {
@@ -53,13 +54,7 @@ func (t *turn) greet(ctx context.Context) error {
 	if t.s.Authenticated {
 		name = t.s.DisplayName
 	}
-	text := t.tr(key)
-	if name == "" {
-		text = strings.NewReplacer(" {userName}", "", "{userName} ", "", "{userName}", "").Replace(text)
-	} else {
-		text = strings.ReplaceAll(text, "{userName}", name)
-	}
-	return t.say(ctx, text)
+	return t.say(ctx, i18n.Greeting(t.tr(key), name))
 }
 
 // checkExpiry logs out a user whose credential has expired.

@@ -96,6 +96,19 @@ func (m *Memory) Connect(ctx context.Context, claims map[string]string) (*Memory
 	return w, m.deliver(ctx, channel.ConnectionReady{Conn: w.conn, Label: claims["name"]})
 }
 
+// NewMemoryHarness returns a new [Memory] channel as a [Harness]: wallets connect with
+// [Memory.Connect] and hold an EmployeeCredential.
+func NewMemoryHarness() Harness {
+	m := NewMemory()
+	return Harness{
+		Channel: m,
+		Connect: func(ctx context.Context, claims map[string]string) (Wallet, error) {
+			return m.Connect(ctx, claims)
+		},
+		ProofRequest: channel.ProofRequest{W3C: &channel.W3CRequest{CredentialType: "EmployeeCredential"}},
+	}
+}
+
 // Restore registers the wallet of a connection made before (the bot restarts on the same store
 // and the wallet is still there): messages to conn reach it; no event is delivered.
 func (m *Memory) Restore(conn string, claims map[string]string) *MemoryWallet {

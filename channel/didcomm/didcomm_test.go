@@ -11,6 +11,7 @@ import (
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/channeltest"
 	"github.com/packbot/packbot/channel/didcomm/credential"
+	"github.com/packbot/packbot/store"
 )
 
 // proofRequest is what the tests ask for: an EmployeeCredential from the test issuer.
@@ -22,18 +23,21 @@ var proofRequest = channel.ProofRequest{W3C: &channel.W3CRequest{CredentialType:
 func TestConformance(t *testing.T) {
 	for name, open := range testStores(t) {
 		t.Run(name, func(t *testing.T) {
-			channeltest.Run(t, func(t *testing.T) channeltest.Harness {
-				st := open(t)
-				bot := startBot(t, st, nil, "")
-				return channeltest.Harness{
-					Channel: bot.ch,
-					Connect: func(ctx context.Context, claims map[string]string) (channeltest.Wallet, error) {
-						return newTestWallet(t, ctx, bot.ch, st, claims, nil)
-					},
-					ProofRequest: proofRequest,
-				}
-			})
+			channeltest.Run(t, func(t *testing.T) channeltest.Harness { return openHarness(t, open(t)) })
 		})
+	}
+}
+
+// openHarness is the bot's channel on st, with real holder wallets that hold an
+// EmployeeCredential with the claims they are given.
+func openHarness(t *testing.T, st store.Store) channeltest.Harness {
+	bot := startBot(t, st, nil, "")
+	return channeltest.Harness{
+		Channel: bot.ch,
+		Connect: func(ctx context.Context, claims map[string]string) (channeltest.Wallet, error) {
+			return newTestWallet(t, ctx, bot.ch, st, claims, nil)
+		},
+		ProofRequest: proofRequest,
 	}
 }
 

@@ -3,11 +3,13 @@ package didcomm
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,9 +103,16 @@ func newTestWallet(t testing.TB, ctx context.Context, bot *Channel, st store.Rec
 	if creds != nil {
 		vcs = creds(holder)
 	} else {
+		// A claim written as a JSON array (roles=["a","b"]) becomes an array attribute, as an
+		// issuer would put it.
 		attrs := make(map[string]any, len(claims))
 		for k, v := range claims {
-			attrs[k] = v
+			var arr []any
+			if strings.HasPrefix(v, "[") && json.Unmarshal([]byte(v), &arr) == nil {
+				attrs[k] = arr
+			} else {
+				attrs[k] = v
+			}
 		}
 		vc, err := credential.Issue(issuerForTests, credential.IssueRequest{Types: []string{"EmployeeCredential"}, Subject: holder.DID(),
 			Attributes: attrs, IssuedAt: time.Now().Add(-time.Minute)})

@@ -13,7 +13,7 @@ import (
 )
 
 // The end-to-end conversation with real Credo-ts wallets (the Hologram app's framework) instead
-// of packbot's terminal wallet: `packbot serve` as in conversation_test.go, and Credo agents
+// of packbot's terminal wallet: `packbot serve` as in e2e_didcomm_test.go, and Credo agents
 // driven through interop/credo, using Credo's own action-menu, question-answer and
 // present-proof 2.0 (DIF presentation exchange) modules.
 

@@ -1,7 +1,7 @@
 package main
 
 // TestEventsPoison: a poison event in a real `packbot serve` process (vsagent channel, fake VS
-// Agent admin API of vsagent_e2e_test.go, scripted LLM), on PostgreSQL and on SQLite: the flow
+// Agent admin API of e2e_vsagent_admin_test.go, scripted LLM), on PostgreSQL and on SQLite: the flow
 // panics on one message, other connections are answered meanwhile, the event is parked after
 // its retries with an apology to its user, `packbot events parked` lists it (never its
 // content), and `packbot events replay` hands it back to a packbot without the bug, which

@@ -3,7 +3,7 @@ package main
 // TestReplicas: three `packbot serve` processes (the test binary acting as packbot) on one
 // PostgreSQL database behave as one bot on the vsagent channel. The test plays a round-robin
 // load balancer in front of them (each webhook goes to the next replica; one that is refused
-// or fails goes to the next), the VS Agent (the fake admin API of vsagent_e2e_test.go records
+// or fails goes to the next), the VS Agent (the fake admin API of e2e_vsagent_admin_test.go records
 // what packbot posts), the LLM (agenttest's echo: "you said: <text>", so that an answer names
 // its message) and the demo bank MCP server. Guests chat on several connections at once while
 // one replica is killed with SIGKILL; approvers logged in on other replicas see their badge
@@ -136,7 +136,7 @@ func startReplicas(t *testing.T, n int) *replicaSet {
 }
 
 // via is a vaBot whose webhooks all go to replica i (the helpers of
-// vsagent_approvals_e2e_test.go then drive that replica).
+// e2e_vsagent_users_test.go then drive that replica).
 func (rs *replicaSet) via(i int) *vaBot {
 	return &vaBot{e2eBot: &e2eBot{p: rs.procs[i], addr: rs.addrs[i], admin: rs.admin, llm: rs.llm}, bank: rs.bank, cat: rs.cat}
 }

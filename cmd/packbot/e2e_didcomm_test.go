@@ -16,10 +16,11 @@ import (
 	"github.com/packbot/packbot/store/storetest"
 )
 
-// The end-to-end conversation: `packbot serve` (the real binary: embedded DIDComm channel, the
-// demo bank over stdio, a token-protected vault over streamable HTTP, a scripted
-// OpenAI-compatible LLM) and scripted `packbot wallet` processes holding credentials from
-// `packbot credential issue`.
+// The harness of the process tests over DIDComm (crashes, restarts, interop): `packbot serve`
+// (the real binary: embedded DIDComm channel, the demo bank over stdio, a token-protected vault
+// over streamable HTTP, a scripted OpenAI-compatible LLM) and scripted `packbot wallet`
+// processes holding credentials from `packbot credential issue`. Conversation scenarios are
+// transcripts (package transcript), replayed on every channel.
 
 const (
 	e2eKey   = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -214,124 +215,3 @@ var toolScript = agenttest.Keywords(
 	agenttest.Rule{Contains: "transfers", Call: agenttest.ToolCall{Name: "list_transfers", Arguments: `{}`}},
 	agenttest.Rule{Contains: "balances", Call: agenttest.ToolCall{Name: "get_balances", Arguments: `{}`}},
 )
-
-func TestE2EConversationSQLite(t *testing.T)   { testE2EConversation(t, false) }
-func TestE2EConversationPostgres(t *testing.T) { testE2EConversation(t, true) }
-
-// testE2EConversation: greeting in the profile's language, login with roles from a JSON array,
-// an LLM tool call through MCP whose result reaches the wallet (and a finance tool never
-// offered), the credential conversation with a restart between its two fields, a wrong then a
-// right token, the secret in no log line, logout and free text.
-func testE2EConversation(t *testing.T, postgres bool) {
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	e := newE2E(t, postgres)
-	e.llm.Script(toolScript)
-	ana := e.wallet(ctx, "ana", "es", "email=ana@acme.corp", "name=Ana", `roles=["employee"]`)
-	if got := ana.text(); got != "¡Hola! Este es el banco e2e." {
-		t.Fatalf("greeting %q", got)
-	}
-	if got := ana.login(); !strings.Contains(got, "Ana") || !strings.HasPrefix(got, "¡") {
-		t.Fatalf("login answer %q", got)
-	}
-	if got := ana.say("show my transfers"); !strings.HasPrefix(got, "tool said: ") || !strings.Contains(got, "T-1") {
-		t.Fatalf("tool answer %q", got)
-	}
-	reqs := e.llm.Requests()
-	if names := reqs[len(reqs)-2].ToolNames(); !slices.Contains(names, "list_transfers") || slices.Contains(names, "get_balances") {
-		t.Fatalf("employee offered %v", names)
-	}
-	if sys := reqs[len(reqs)-2].System(); !strings.Contains(sys, "Responde en español.") {
-		t.Fatalf("system prompt without the language's systemPrompt: %q", sys)
-	}
-
-	// The credential conversation, with a restart between the two fields.
-	configure := func(token string, restart bool) string {
-		ana.selectItem("mcp-config")
-		ana.answer("vault")
-		if got := ana.text(); !strings.Contains(got, "el nombre de tu cuenta") {
-			t.Fatalf("first prompt %q", got)
-		}
-		if got := ana.say("acme"); !strings.Contains(got, "tu token del vault") {
-			t.Fatalf("second prompt %q", got)
-		}
-		if restart {
-			e.restart()
-		}
-		ana.say(token) // "checking the connection…"
-		return ana.text()
-	}
-	if got := configure("wrong-e2e-token-55d1", true); !strings.HasPrefix(got, "⚠️") {
-		t.Fatalf("wrong token answer %q", got)
-	}
-	if got := configure(e2eToken, false); !strings.HasPrefix(got, "✅") {
-		t.Fatalf("right token answer %q", got)
-	}
-	if got := ana.say("vault balances"); !strings.HasPrefix(got, "tool said: ") {
-		t.Fatalf("vault tool answer %q", got)
-	}
-	if n := e.vault.Stats().Executions["get_balances"]; n != 1 {
-		t.Fatalf("the vault ran get_balances %d times", n)
-	}
-
-	ana.selectItem("logout")
-	if got := ana.text(); !strings.Contains(strings.ToLower(got), "sesión") {
-		t.Fatalf("logout answer %q", got)
-	}
-	if got := ana.say("¿sigues ahí?"); got != "you said: ¿sigues ahí?" {
-		t.Fatalf("after logout %q", got)
-	}
-	for _, s := range []string{e2eToken, "wrong-e2e-token-55d1"} {
-		if strings.Contains(e.allLogs(), s) {
-			t.Errorf("the bot logged the secret %q", s)
-		}
-	}
-}
-
-// TestE2EAuthenticationOutcomes: over real DIDComm, a wallet without the credential, a user who
-// declines, and a credential bound to another holder each get their own text; a guest gets the
-// guest role's tools.
-func TestE2EAuthenticationOutcomes(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	e := newE2E(t, false)
-	e.llm.Script(toolScript)
-
-	none := e.wallet(ctx, "none", "en")
-	none.text() // greeting
-	none.selectItem("authenticate")
-	pr := none.expect(ctx, "proof-request")
-	none.do(map[string]any{"action": "present", "request": pr["id"]}) // it holds none: the bot is told so
-	none.expect(ctx, "no-credential")
-	if got := none.text(); got != "You do not have the credential needed to log in." {
-		t.Fatalf("no credential: %q", got)
-	}
-	if got := none.say("hello"); got != "you said: hello" {
-		t.Fatalf("guest chat %q", got)
-	}
-	if names := e.llm.Requests()[len(e.llm.Requests())-1].ToolNames(); !slices.Equal(names, []string{"get_exchange_rate"}) {
-		t.Fatalf("guest offered %v", names)
-	}
-
-	dec := e.wallet(ctx, "dec", "es", "email=d@acme.corp", "name=D")
-	dec.text()
-	dec.selectItem("authenticate")
-	pr = dec.expect(ctx, "proof-request")
-	dec.do(map[string]any{"action": "decline", "request": pr["id"]})
-	if got := dec.text(); got != "Has rechazado compartir tu credencial (texto del pack)." {
-		t.Fatalf("declined: %q", got)
-	}
-
-	// A credential issued to another holder (dec's DID): the presentation's holder binding fails.
-	stolen := issueFor(t, filepath.Join(e.dir, "stolen.json"), walletDID(t, filepath.Join(e.dir, "wallet-dec")), "email=r@acme.corp", "roles=finance")
-	rogueDir := filepath.Join(e.dir, "wallet-rogue")
-	rogue := &e2eWallet{walletProc: startWallet(t, rogueDir, "--invitation", e.invitation(ctx), "--name", "R", "--lang", "en", "--credential", stolen), ctx: ctx}
-	rogue.expect(ctx, "connected")
-	rogue.text()
-	if got := rogue.login(); got != "Your credential could not be verified, so you are not logged in." {
-		t.Fatalf("untrusted issuer: %q", got)
-	}
-	if got := rogue.say("/whoami"); !strings.HasPrefix(got, "You are not logged in.") {
-		t.Fatalf("after a failed verification: %q", got)
-	}
-}

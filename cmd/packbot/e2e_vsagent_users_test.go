@@ -1,12 +1,12 @@
 package main
 
-// End-to-end test of approvals over the VS Agent channel: `packbot serve` runs as its own process
-// with PACKBOT_CHANNEL=vsagent and SQLite, without a language model (the requests are /call
-// commands); the test plays the VS Agent and two wallets (an employee who asks for send_money,
-// in Spanish, and a finance manager who decides, in English), and serves the demo bank over
-// streamable HTTP, whose counters prove how many times send_money ran.
+// Users of the process tests over the VS Agent channel (crashes, replicas, elicitation):
+// `packbot serve` runs as its own process with PACKBOT_CHANNEL=vsagent, without a language model
+// (the requests are /call commands); the test plays the VS Agent and the wallets, and serves the
+// demo bank over streamable HTTP, whose counters prove how many times a tool ran. The
+// conversation and approval scenarios themselves are transcripts (package transcript).
 //
-// It reuses the fake admin API and the webhook helpers of vsagent_e2e_test.go. Questions go out
+// It reuses the fake admin API and the webhook helpers of e2e_vsagent_admin_test.go. Questions go out
 // as "menu-display" messages whose menu items carry "<question id>:<option text>" ids, and come
 // back, as a VS Agent (v1.x) reports them, as "menu-select" messages naming the chosen item's id
 // with a DIDComm threadId of their own (see channel/vsagent/question.go); contextual menu
@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -22,7 +21,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/google/uuid"
@@ -30,8 +28,6 @@ import (
 	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/mcp/demoserver"
 	"github.com/packbot/packbot/packs"
-	"github.com/packbot/packbot/store"
-	"github.com/packbot/packbot/store/sqlstore"
 )
 
 // vaPackHead is the start of the VS Agent e2e packs, up to their servers: greeting once the
@@ -94,14 +90,6 @@ type vaBot struct {
 	dir  string // packbot's working directory (its SQLite store is data/packbot.db)
 	bank *demoserver.Server
 	cat  *i18n.Catalog
-}
-
-// startVAApprovalsBot runs packbot on the vsagent channel with packTemplate (formatted with the
-// credential definition and the demo bank's URL) and a sweeper every 200 ms; the test fails if
-// packbot logs an error or rejects a webhook.
-func startVAApprovalsBot(t *testing.T, packTemplate string, env ...string) *vaBot {
-	t.Helper()
-	return startVABot(t, packTemplate, &demoserver.Options{Name: "bank"}, env...)
 }
 
 // startVABot is startVAApprovalsBot with the demo bank's options and more environment.
@@ -377,163 +365,4 @@ func (u *vaUser) decide(ctx context.Context, t *testing.T, requester, short, opt
 	from = u.mark()
 	u.answer(t, details, option, func(s string) bool { return s == cat.T(u.lang, option) })
 	u.textIs(ctx, t, from, cat.T(u.lang, key, "requester", requester, "tool", "send_money"))
-}
-
-// TestVSAgentApprovals: an employee's send_money goes through a finance manager's approval, on
-// the vsagent channel of packbot serve: approved, it runs once and its result reaches the
-// employee; rejected, it does not run and the employee is told.
-func TestVSAgentApprovals(t *testing.T) {
-	b := startVAApprovalsBot(t, vaPack)
-	ctx := e2eCtx(t)
-	cat := b.cat
-
-	// The approver logs in first: the directory knows the finance managers from their logins.
-	bob := b.login(ctx, t, "bob@acme.corp", "Bob", "finance-manager", "en")
-	ana := b.login(ctx, t, "ana@acme.corp", "Ana", "employee", "es")
-	sent := func() int { return b.bank.Stats().SendMoneyExecutions }
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, u := range []*vaUser{bob, ana} {
-				for _, m := range b.admin.messages(u.conn) {
-					t.Logf("posted to %s: %s %v", u.name, m.Type, m.Raw)
-				}
-			}
-		}
-	})
-
-	// (1) Approved: confirm → pending, notices and badges → approve → one run → the result.
-	bobFrom, anaFrom := bob.mark(), ana.mark()
-	short := ana.request(ctx, t)
-	bob.textIs(ctx, t, bobFrom, cat.T("en", "APPROVAL_NEW", "requester", "Ana", "tool", "send_money", "server", "bank", "summary", vaSummary))
-	bob.badge(ctx, t, "pending-approvals", "PENDING_APPROVALS", 1)
-	ana.badge(ctx, t, "my-approval-requests", "MY_APPROVAL_REQUESTS", 1)
-	if opts := ana.menuWith(ctx, t, "was posted", func(map[string]string) bool { return true }); opts["pending-approvals"] != "" {
-		t.Errorf("the employee's menu offers pending approvals: %q", opts)
-	}
-	if n := sent(); n != 0 {
-		t.Fatalf("send_money ran %d times before the approval", n)
-	}
-
-	bob.decide(ctx, t, "Ana", short, "APPROVE", "APPROVAL_YOU_APPROVED")
-	resultPrefix := cat.T("es", "APPROVAL_APPROVED_RESULT", "tool", "send_money", "approver", "Bob", "result", "")
-	isResult := func(s string) bool { return strings.HasPrefix(s, resultPrefix) }
-	result := ana.text(ctx, t, anaFrom, "APPROVAL_APPROVED_RESULT", isResult)
-	// The result is send_money's own output: the transfer made with the requested arguments.
-	var out struct {
-		Transfer struct {
-			ID             string  `json:"id"`
-			RecipientID    string  `json:"recipientId"`
-			SourceAmount   float64 `json:"sourceAmount"`
-			SourceCurrency string  `json:"sourceCurrency"`
-		} `json:"transfer"`
-	}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(result, resultPrefix)), &out); err != nil ||
-		!strings.HasPrefix(out.Transfer.ID, "T-") || out.Transfer.RecipientID != "rcp-globex" ||
-		out.Transfer.SourceAmount != 5 || out.Transfer.SourceCurrency != "EUR" {
-		t.Errorf("the result does not show the requested transfer (%v): %q", err, result)
-	}
-	if n := sent(); n != 1 {
-		t.Fatalf("send_money ran %d times after one approval, want 1", n)
-	}
-	bob.badge(ctx, t, "pending-approvals", "PENDING_APPROVALS", 0)
-	ana.badge(ctx, t, "my-approval-requests", "MY_APPROVAL_REQUESTS", 0)
-
-	// (2) Rejected: a second request; the manager rejects it; the employee is told; nothing runs.
-	bobFrom, anaFrom = bob.mark(), ana.mark()
-	short2 := ana.request(ctx, t)
-	if short2 == short {
-		t.Errorf("the second request has the first one's id %s", short)
-	}
-	bob.textIs(ctx, t, bobFrom, cat.T("en", "APPROVAL_NEW", "requester", "Ana", "tool", "send_money", "server", "bank", "summary", vaSummary))
-	bob.badge(ctx, t, "pending-approvals", "PENDING_APPROVALS", 1)
-	ana.badge(ctx, t, "my-approval-requests", "MY_APPROVAL_REQUESTS", 1)
-	bob.decide(ctx, t, "Ana", short2, "REJECT", "APPROVAL_YOU_REJECTED")
-	ana.textIs(ctx, t, anaFrom, cat.T("es", "APPROVAL_REJECTED", "tool", "send_money", "approver", "Bob"))
-	bob.badge(ctx, t, "pending-approvals", "PENDING_APPROVALS", 0)
-	ana.badge(ctx, t, "my-approval-requests", "MY_APPROVAL_REQUESTS", 0)
-	if n := sent(); n != 1 {
-		t.Errorf("send_money ran %d times in all, want 1 (the rejected request ran)", n)
-	}
-
-	// Each notice went out once, to its own connection.
-	anaTexts, bobTexts := e2eTexts(ana.b.admin.messages(ana.conn)), e2eTexts(bob.b.admin.messages(bob.conn))
-	if n := len(slices.DeleteFunc(slices.Clone(anaTexts), func(s string) bool { return !isResult(s) })); n != 1 {
-		t.Errorf("the employee got the result %d times: %q", n, anaTexts)
-	}
-	for _, s := range bobTexts {
-		if isResult(s) || strings.HasPrefix(s, cat.T("en", "APPROVAL_APPROVED_RESULT", "tool", "send_money", "approver", "Bob", "result", "")) {
-			t.Errorf("the approver got the requester's result: %q", s)
-		}
-	}
-	newNotice := cat.T("en", "APPROVAL_NEW", "requester", "Ana", "tool", "send_money", "server", "bank", "summary", vaSummary)
-	if n := len(slices.DeleteFunc(slices.Clone(bobTexts), func(s string) bool { return s != newNotice })); n != 2 {
-		t.Errorf("the approver got %d new-request notices, want 2: %q", n, bobTexts)
-	}
-
-	b.admin.mu.Lock()
-	other := slices.Clone(b.admin.other)
-	b.admin.mu.Unlock()
-	if len(other) > 0 {
-		t.Errorf("unexpected requests to the VS Agent admin API: %q", other)
-	}
-
-	// packbot stops cleanly; its store holds both requests as they ended, and the audit.
-	if err := b.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-b.p.done:
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatalf("packbot did not stop after SIGTERM: %v", ctx.Err())
-	}
-	if logs := b.p.output(); strings.Contains(logs, "level=ERROR") || strings.Contains(logs, "webhook rejected") {
-		t.Errorf("packbot logged errors:\n%s", logs)
-	}
-	b.checkStore(ctx, t, short, short2)
-}
-
-// checkStore checks packbot's SQLite store once it has stopped: the approved request ran once
-// and kept its result, the rejected one never ran, and the audit links the run to its request.
-func (b *vaBot) checkStore(ctx context.Context, t *testing.T, approved, rejected string) {
-	t.Helper()
-	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(b.dir, "data", "packbot.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
-	list, err := st.ListApprovals(ctx, store.ApprovalQuery{Requester: "ana@acme.corp"})
-	if err != nil || len(list) != 2 {
-		t.Fatalf("Ana's requests: %d, %v; want 2", len(list), err)
-	}
-	byShort := map[string]store.Approval{}
-	for _, a := range list {
-		byShort[a.ID[:8]] = a
-	}
-	a, r := byShort[approved], byShort[rejected]
-	vote := func(a store.Approval, decision string) bool {
-		return len(a.Votes) == 1 && a.Votes[0].Approver == "bob@acme.corp" && a.Votes[0].Decision == decision
-	}
-	if a.Status != store.ApprovalApproved || a.Exec != store.ExecDone || a.ResolvedBy != "bob@acme.corp" || !vote(a, store.VoteApprove) ||
-		!strings.Contains(string(a.Result), `"recipientId":"rcp-globex"`) || a.RequesterLang != "es" {
-		t.Errorf("approved request %s: %+v", approved, a)
-	}
-	if r.Status != store.ApprovalRejected || r.Exec != store.ExecNone || r.ResolvedBy != "bob@acme.corp" || !vote(r, store.VoteReject) || len(r.Result) != 0 {
-		t.Errorf("rejected request %s: %+v", rejected, r)
-	}
-	rows, err := st.ListAudit(ctx, store.AuditQuery{Identity: "ana@acme.corp", Tool: "send_money"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var executed []store.AuditRecord
-	for _, row := range rows {
-		if row.Outcome == store.OutcomeExecuted {
-			executed = append(executed, row)
-		}
-	}
-	if len(executed) != 1 || executed[0].ApprovalID != a.ID || executed[0].ArgsFingerprint != a.Fingerprint {
-		t.Errorf("executions audited for Ana's send_money: %+v (all rows %+v), want one of request %s", executed, rows, a.ID)
-	}
 }

@@ -1,0 +1,526 @@
+package transcript
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/packbot/packbot/agent/agenttest"
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/channel/channeltest"
+	"github.com/packbot/packbot/i18n"
+	"github.com/packbot/packbot/store"
+)
+
+//go:embed scenarios/*.txt
+var files embed.FS
+
+// Scenarios are the transcripts every channel replays: scenarios/*.txt.
+var Scenarios = mustSub(files, "scenarios")
+
+func mustSub(f fs.FS, dir string) fs.FS {
+	s, err := fs.Sub(f, dir)
+	if err != nil {
+		panic(err) // a constant directory of an embedded FS
+	}
+	return s
+}
+
+// timeout bounds one transcript, so that a broken bot or channel fails rather than hangs; it is
+// not a performance assertion.
+const timeout = 60 * time.Second
+
+// Open returns a fresh channel, not running yet, and the way to connect wallets to it. The
+// harness's ProofRequest says which credential the wallets hold: the transcripts' pack asks
+// for it.
+type Open func(t *testing.T) channeltest.Harness
+
+// Options change how transcripts run; the zero value is the default.
+type Options struct {
+	// Store opens the bot's store for one transcript (nil: SQLite in a temporary directory).
+	Store func(t testing.TB) store.Store
+}
+
+// RunAll runs every *.txt transcript of fsys as a subtest, each on a fresh channel from open
+// and a fresh bot.
+func RunAll(t *testing.T, fsys fs.FS, open Open) { RunAllWith(t, fsys, open, Options{}) }
+
+// RunAllWith is RunAll with options.
+func RunAllWith(t *testing.T, fsys fs.FS, open Open, o Options) {
+	names, err := fs.Glob(fsys, "*.txt")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no transcripts: %v", err)
+	}
+	for _, name := range names {
+		src, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Parse(name, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(strings.TrimSuffix(path.Base(name), ".txt"), func(t *testing.T) {
+			run(t, s, open(t), o)
+		})
+	}
+}
+
+// Run plays s against a new bot on h's channel.
+func Run(t *testing.T, s *Script, h channeltest.Harness) { run(t, s, h, Options{}) }
+
+func run(t *testing.T, s *Script, h channeltest.Harness, o Options) {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	r := &runner{t: t, s: s, h: h, w: newWorld(t, h.Channel, h.ProofRequest, o.Store), wallets: map[string]*wallet{}}
+	_, r.menus = h.Channel.(channel.MenuSender)
+	_, r.questions = h.Channel.(channel.QuestionAsker)
+	defer r.w.stop()
+	for _, st := range s.Steps {
+		if err := r.step(ctx, st); err != nil {
+			t.Fatalf("%s:%d: %v", s.Name, st.Line, err)
+		}
+	}
+	r.leftovers()
+}
+
+type runner struct {
+	// menus and questions: the channel sends them; without, the bot sends no menu and asks its
+	// questions as a numbered text answered by number (flows' text fallback), and the runner
+	// checks and answers them so.
+	menus, questions bool
+	t                *testing.T
+	s                *Script
+	h                channeltest.Harness
+	w                *world
+	wallets          map[string]*wallet
+}
+
+// wallet is one connected wallet and what it has received that the transcript has not taken
+// yet.
+type wallet struct {
+	name   string
+	w      channeltest.Wallet
+	lang   string // the catalog's code of the wallet's language
+	claims map[string]string
+	menu   *channel.Menu
+	// held are messages that arrived while the transcript waited for a menu.
+	held []channeltest.Received
+	// question and proof are the last question and proof request, until answered.
+	question, proof *channeltest.Received
+}
+
+func (r *runner) step(ctx context.Context, st Step) error {
+	w := r.wallets[st.Wallet]
+	switch st.Kind {
+	case Connect:
+		return r.connect(ctx, st)
+	case Send:
+		return w.w.SendText(ctx, st.Text, "")
+	case Select:
+		return w.w.SelectMenu(ctx, st.Text)
+	case Profile:
+		w.lang = r.lang(st.Text)
+		return w.w.SendProfile(ctx, w.claims["name"], st.Text)
+	case Present, Decline:
+		if w.proof == nil {
+			if err := r.expectProof(ctx, w); err != nil {
+				return err
+			}
+		}
+		id := w.proof.ID
+		w.proof = nil
+		if st.Kind == Decline {
+			return w.w.Decline(ctx, id)
+		}
+		return w.w.Present(ctx, id)
+	case Answer:
+		return r.answer(ctx, w, st.Msgs[0])
+	case ExpectText, ExpectContains:
+		got, err := w.next(ctx)
+		if err != nil {
+			return err
+		}
+		if got.Text == nil {
+			return fmt.Errorf("%s got %s, want a text", w.name, got)
+		}
+		for _, m := range st.Msgs {
+			want, err := r.render(w.lang, m)
+			if err != nil {
+				return err
+			}
+			if ok := want.matches(got.Text.Content, st.Kind == ExpectContains); !ok {
+				return fmt.Errorf("%s got text %q, want %s", w.name, got.Text.Content, want)
+			}
+		}
+		return nil
+	case ExpectProof:
+		return r.expectProof(ctx, w)
+	case ExpectQuestion:
+		return r.expectQuestion(ctx, w, st.Msgs)
+	case ExpectMenu:
+		if !r.menus {
+			return nil // the bot sends no menu on this channel
+		}
+		return r.waitMenu(ctx, w, st.Menu)
+	case LLMCall:
+		r.w.queue.push(agenttest.Response{ToolCalls: []agenttest.ToolCall{{Name: st.Tool, Arguments: st.Text}}})
+	case LLMSay:
+		r.w.queue.push(agenttest.Response{Text: st.Text})
+	case LLMTools:
+		req, err := r.lastRequest()
+		if err != nil {
+			return err
+		}
+		if got := req.ToolNames(); !slices.Equal(got, st.Names) {
+			return fmt.Errorf("the model was offered %v, want %v", got, st.Names)
+		}
+	case LLMResult:
+		return r.llmResult(w, st.Msgs[0])
+	case LLMSystem:
+		req, err := r.lastRequest()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(req.System(), st.Text) {
+			return fmt.Errorf("the model's system prompt %q lacks %q", req.System(), st.Text)
+		}
+	case Clock:
+		r.w.offset.Add(int64(st.Advance))
+		r.w.appr.Sweep(ctx)
+	case Audit:
+		rows, err := r.w.st.ListAudit(ctx, store.AuditQuery{Identity: st.Text, Tool: st.Tool, Limit: 1})
+		if err != nil {
+			return fmt.Errorf("read the audit of %s: %w", st.Tool, err)
+		}
+		if len(rows) == 0 || rows[0].Decision != st.Names[0] || rows[0].Outcome != st.Names[1] {
+			return fmt.Errorf("the last audit row of %s by %s is %+v, want %s/%s", st.Tool, st.Text, rows, st.Names[0], st.Names[1])
+		}
+	case Calls:
+		stats := r.w.bank.Stats()
+		for tool, n := range st.Counts {
+			if got := stats.Executions[tool]; got != n {
+				return fmt.Errorf("the bank ran %s %d times, want %d", tool, got, n)
+			}
+		}
+	}
+	return nil
+}
+
+func (r *runner) connect(ctx context.Context, st Step) error {
+	w, err := r.h.Connect(ctx, st.Claims)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", st.Wallet, err)
+	}
+	ws := &wallet{name: st.Wallet, w: w, lang: r.lang(st.Text), claims: st.Claims}
+	r.wallets[st.Wallet] = ws
+	if err := w.SendProfile(ctx, st.Claims["name"], st.Text); err != nil {
+		return fmt.Errorf("send the profile of %s: %w", st.Wallet, err)
+	}
+	return nil
+}
+
+// lang is the catalog's code for a wallet's language tag, as the bot resolves it.
+func (r *runner) lang(tag string) string {
+	if code, ok := r.w.cat.Language(tag); ok {
+		return code
+	}
+	return r.w.cat.Default()
+}
+
+// next returns the wallet's next message that is not a menu, a profile or receipts (menus are
+// kept as the wallet's current menu).
+func (w *wallet) next(ctx context.Context) (channeltest.Received, error) {
+	if len(w.held) > 0 {
+		m := w.held[0]
+		w.held = w.held[1:]
+		return m, nil
+	}
+	for {
+		m, err := w.w.Next(ctx)
+		if err != nil {
+			return m, fmt.Errorf("%s waiting for a message: %w", w.name, err)
+		}
+		switch {
+		case m.Menu != nil:
+			w.menu = m.Menu
+		case m.Profile != nil, m.Receipts != nil:
+		default:
+			return m, nil
+		}
+	}
+}
+
+func (r *runner) expectProof(ctx context.Context, w *wallet) error {
+	got, err := w.next(ctx)
+	if err != nil {
+		return err
+	}
+	if got.ProofRequest == nil {
+		return fmt.Errorf("%s got %s, want a proof request", w.name, got)
+	}
+	w.proof = &got
+	return nil
+}
+
+func (r *runner) expectQuestion(ctx context.Context, w *wallet, msgs []Message) error {
+	got, err := w.next(ctx)
+	if err != nil {
+		return err
+	}
+	if !r.questions && got.Text != nil {
+		got = numbered(got)
+	}
+	if got.Question == nil {
+		return fmt.Errorf("%s got %s, want a question", w.name, got)
+	}
+	w.question = &got
+	if len(msgs) == 0 {
+		return nil
+	}
+	want, err := r.render(w.lang, msgs[0])
+	if err != nil {
+		return err
+	}
+	q := got.Question
+	if !want.matches(q.Text, false) && !want.matches(strings.TrimSpace(q.Text+"\n\n"+q.Detail), false) {
+		return fmt.Errorf("%s got question %q (detail %q), want %s", w.name, q.Text, q.Detail, want)
+	}
+	if len(msgs) == 1 {
+		return nil
+	}
+	if len(q.Options) != len(msgs)-1 {
+		return fmt.Errorf("%s got options %q, want %d", w.name, q.Options, len(msgs)-1)
+	}
+	for i, m := range msgs[1:] {
+		want, err := r.render(w.lang, m)
+		if err != nil {
+			return err
+		}
+		if !want.matches(q.Options[i], false) {
+			return fmt.Errorf("%s got option %d %q, want %s (options %q)", w.name, i+1, q.Options[i], want, q.Options)
+		}
+	}
+	return nil
+}
+
+// answer answers the last question (the next message when none is pending) with the option m
+// renders to.
+func (r *runner) answer(ctx context.Context, w *wallet, m Message) error {
+	if w.question == nil {
+		if err := r.expectQuestion(ctx, w, nil); err != nil {
+			return err
+		}
+	}
+	q := w.question
+	w.question = nil
+	want, err := r.render(w.lang, m)
+	if err != nil {
+		return err
+	}
+	for i, o := range q.Question.Options {
+		if !want.matches(o, false) {
+			continue
+		}
+		if !r.questions {
+			return w.w.SendText(ctx, strconv.Itoa(i+1), "") // the numbered text's answer
+		}
+		return w.w.Answer(ctx, q.ID, o)
+	}
+	return fmt.Errorf("%s: no option %s in %q", w.name, want, q.Question.Options)
+}
+
+// numbered reads the text a bot sends for a question on a channel without questions: the
+// question, then one "N. option" line per option.
+func numbered(m channeltest.Received) channeltest.Received {
+	lines := strings.Split(m.Text.Content, "\n")
+	first := len(lines)
+	for first > 0 && numberedRE.MatchString(lines[first-1]) {
+		first--
+	}
+	q := channel.Question{Text: strings.Join(lines[:first], "\n")}
+	for i, l := range lines[first:] {
+		n, opt, _ := strings.Cut(l, ". ")
+		if n != strconv.Itoa(i+1) {
+			return m // not a numbered list from 1
+		}
+		q.Options = append(q.Options, opt)
+	}
+	if len(q.Options) == 0 {
+		return m
+	}
+	return channeltest.Received{ID: m.ID, Question: &q}
+}
+
+var numberedRE = regexp.MustCompile(`^[0-9]+\. `)
+
+// waitMenu waits until the wallet's menu is items; other messages that arrive meanwhile are
+// held for the steps that follow (menu refreshes and notices travel separately).
+func (r *runner) waitMenu(ctx context.Context, w *wallet, items []MenuItem) error {
+	for w.menu == nil || !menuIs(*w.menu, items) {
+		m, err := w.w.Next(ctx)
+		if err != nil {
+			return fmt.Errorf("%s waiting for the menu %v (last %s): %w", w.name, items, describeMenu(w.menu), err)
+		}
+		switch {
+		case m.Menu != nil:
+			w.menu = m.Menu
+		case m.Profile != nil, m.Receipts != nil:
+		default:
+			w.held = append(w.held, m)
+		}
+	}
+	return nil
+}
+
+func menuIs(m channel.Menu, items []MenuItem) bool {
+	if len(m.Options) != len(items) {
+		return false
+	}
+	for i, o := range m.Options {
+		if o.ID != items[i].ID || badge(o.Title) != items[i].Badge {
+			return false
+		}
+	}
+	return true
+}
+
+var badgeRE = regexp.MustCompile(`^\(([0-9]+)\) `)
+
+// badge is the count a menu title starts with, "(2) Pending approvals", or 0.
+func badge(title string) int {
+	if m := badgeRE.FindStringSubmatch(title); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return 0
+}
+
+func describeMenu(m *channel.Menu) string {
+	if m == nil {
+		return "none"
+	}
+	var b strings.Builder
+	for _, o := range m.Options {
+		fmt.Fprintf(&b, " %s[%d]", o.ID, badge(o.Title))
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func (r *runner) lastRequest() (agenttest.Request, error) {
+	reqs := r.w.llm.Requests()
+	if len(reqs) == 0 {
+		return agenttest.Request{}, errors.New("the model got no request")
+	}
+	return reqs[len(reqs)-1], nil
+}
+
+// llmResult checks the last tool result the model got.
+func (r *runner) llmResult(w *wallet, m Message) error {
+	req, err := r.lastRequest()
+	if err != nil {
+		return err
+	}
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role != "tool" {
+			continue
+		}
+		want, err := r.render(w.lang, m)
+		if err != nil {
+			return err
+		}
+		if !want.matches(req.Messages[i].Content, m.IsLiteral) {
+			return fmt.Errorf("the model got the tool result %q, want %s", req.Messages[i].Content, want)
+		}
+		return nil
+	}
+	return errors.New("the model's last request has no tool result")
+}
+
+// leftovers fails the test when a wallet holds a message the transcript did not expect.
+func (r *runner) leftovers() {
+	done, cancel := context.WithCancel(context.Background())
+	cancel() // take only what has arrived
+	for name, w := range r.wallets {
+		if m, err := w.next(done); err == nil {
+			r.t.Errorf("%s: %s got %s after the last step", r.s.Name, name, m)
+		}
+	}
+}
+
+// expected is a rendered message: an exact text, or a pattern when an argument is a wildcard.
+type expected struct {
+	desc  string
+	exact string
+	// re finds the pattern anywhere, full matches it whole.
+	re, full *regexp.Regexp
+}
+
+func (e expected) String() string { return e.desc }
+
+func (e expected) matches(s string, contains bool) bool {
+	switch {
+	case e.re != nil && contains:
+		return e.re.MatchString(s)
+	case e.re != nil:
+		return e.full.MatchString(s)
+	case contains:
+		return strings.Contains(s, e.exact)
+	}
+	return s == e.exact
+}
+
+// render renders m in lang through the bot's catalog (pack strings first).
+func (r *runner) render(lang string, m Message) (expected, error) {
+	if m.IsLiteral {
+		return expected{desc: strconv.Quote(m.Literal), exact: m.Literal}, nil
+	}
+	key := m.Key
+	if key == GreetingKey {
+		key = i18n.GreetingKey
+	}
+	if !r.w.cat.Has(lang, key) {
+		return expected{}, fmt.Errorf("unknown message key %s", m.Key)
+	}
+	const mark = "\x00"
+	args := make([]string, 0, 2*len(m.Args))
+	wild := false
+	name := ""
+	for _, a := range m.Args {
+		v := a.Value
+		if v == Wildcard {
+			v, wild = mark, true
+		}
+		if a.Name == "name" {
+			name = v
+		}
+		args = append(args, a.Name, v)
+	}
+	text := r.w.cat.T(lang, key, args...)
+	if m.Key == GreetingKey {
+		text = i18n.Greeting(text, name)
+	}
+	if m.Suffix != "" {
+		text += " " + strings.ReplaceAll(m.Suffix, Wildcard, mark)
+		wild = wild || strings.Contains(m.Suffix, Wildcard)
+	}
+	desc := fmt.Sprintf("%s[%s] %q", m.Key, lang, strings.ReplaceAll(text, mark, "…"))
+	if !wild {
+		return expected{desc: desc, exact: text}, nil
+	}
+	parts := strings.Split(text, mark)
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	pat := strings.Join(parts, ".*")
+	return expected{desc: desc, re: regexp.MustCompile("(?s)" + pat), full: regexp.MustCompile("(?s)^" + pat + "$")}, nil
+}
