@@ -205,7 +205,7 @@ func (b *Bot) safely(fn func()) (panicked string) {
 func (b *Bot) fail(ctx context.Context, w *worker, it *item, reason string) outcome {
 	b.stats.Failures.Add(1)
 	last := it.attempts+1 >= b.maxAttempts
-	next := b.now().Add(time.Duration(1<<it.attempts) * time.Second)
+	next := b.now().Add(b.retryAfter << it.attempts)
 	if last {
 		next = b.now() // parked below; if this replica dies first, the next holder parks it at once
 	}
