@@ -14,10 +14,11 @@
 // starts; an event cut off after that is not handled again ([Input.Interrupted]): the user is
 // told what may or may not have happened.
 //
-// Every tool call, from the LLM or from /call, goes through one path: the RBAC decision is
-// computed again at execution from the session's current roles, an APPROVAL decision goes to the
-// [Approvals] hook, and every call is written to the audit table with a fingerprint of its
-// arguments, never their values.
+// Every tool call, from the LLM or from /call, goes through the one tool-call path of package
+// toolcall (which approved executions share): the RBAC decision is computed again at execution
+// from the session's current roles, an APPROVAL decision asks the user whether to submit a
+// request, and every call is written to the audit table with a fingerprint of its arguments,
+// never their values.
 //
 // Secrets: values typed for MCP credential fields never reach a log line, the chat memory or the
 // audit table; between fields they are sealed in the store (kind draft).

@@ -21,6 +21,7 @@ import (
 	"github.com/packbot/packbot/rbac"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
+	"github.com/packbot/packbot/toolcall"
 )
 
 // DefaultMaxText is the longest inbound text (in characters) the bot accepts.
@@ -71,6 +72,7 @@ type Engine struct {
 	oauth   OAuthStarter
 	appr    *approvals.Service
 	rbac    *rbac.Engine
+	calls   *toolcall.Runner
 	menu    *menu.Menu
 	log     *slog.Logger
 	now     func() time.Time
@@ -117,6 +119,7 @@ func New(d Deps) (*Engine, error) {
 	if e.elicitTimeout = d.ElicitTimeout; e.elicitTimeout <= 0 {
 		e.elicitTimeout = DefaultElicitTimeout
 	}
+	e.calls = toolcall.New(d.Pack, d.MCP, &toolcall.Options{RBAC: e.rbac})
 	e.agents.entries = map[string]*toolSet{}
 	e.menuHasApprovals = e.appr != nil && hasPolicies(d.Pack)
 	e.countsCache = map[string]cachedCounts{}

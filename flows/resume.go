@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/packbot/packbot/store"
+	"github.com/packbot/packbot/toolcall"
 )
 
 // interrupted answers an event whose earlier handling began external steps and was cut off (a
@@ -24,14 +25,10 @@ func (t *turn) interrupted(ctx context.Context, steps []Step) error {
 				return err
 			}
 		case StepToolCall:
-			caller := t.caller()
-			id := caller.Identity
-			if id == "" {
-				id = "conn:" + t.conn
-			}
-			t.audit(ctx, store.AuditRecord{Identity: id, Roles: t.e.rbac.Roles(caller), Server: st.Server, Tool: st.Tool,
-				ArgsFingerprint: st.Fingerprint, Decision: store.DecisionAllow, Outcome: store.OutcomeFailed,
-				Error: "interrupted: may or may not have run"})
+			row := t.e.calls.Row(toolcall.Call{Caller: t.caller(), Anonymous: "conn:" + t.conn, Server: st.Server, Tool: st.Tool,
+				Fingerprint: st.Fingerprint})
+			row.Decision, row.Outcome, row.Error = store.DecisionAllow, store.OutcomeFailed, "interrupted: may or may not have run"
+			t.audit(ctx, row)
 			if err := t.sayKey(ctx, "TOOL_INTERRUPTED", "tool", st.Tool, "server", st.Server); err != nil {
 				return err
 			}
