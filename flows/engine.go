@@ -15,7 +15,6 @@ import (
 	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/i18n"
-	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/menu"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
@@ -31,18 +30,18 @@ const DefaultMaxText = 8000
 type Deps struct {
 	Pack    *packs.Pack
 	Catalog *i18n.Catalog
-	Store   store.Store
+	Store   Store
 	// MCP is the pack's tool pool (required; a pack without servers gets an empty pool).
-	MCP *mcp.Pool
+	MCP Tools
 	// Model is the LLM; nil when none is configured (the bot then answers commands only).
-	Model *agent.Model
+	Model Model
 	// Keyring seals draft credential values; nil disables per-user MCP configuration.
 	Keyring *secret.Keyring
 	// OAuth starts OAuth sign-ins to user-controlled servers; nil when unavailable.
 	OAuth OAuthStarter
 	// Approvals runs approval requests; nil: a call that needs approval is answered
 	// APPROVAL_REQUIRED and does not run.
-	Approvals *approvals.Service
+	Approvals Approvals
 	// Channel says what the wallet channel can show (menus, questions, proof requests, …).
 	Channel channel.Capabilities
 	Logger  *slog.Logger
@@ -65,12 +64,12 @@ type OAuthStarter interface {
 type Engine struct {
 	pack    *packs.Pack
 	cat     *i18n.Catalog
-	st      store.Store
-	pool    *mcp.Pool
-	model   *agent.Model
+	st      Store
+	pool    Tools
+	model   Model
 	keyring *secret.Keyring
 	oauth   OAuthStarter
-	appr    *approvals.Service
+	appr    Approvals
 	rbac    *rbac.Engine
 	calls   *toolcall.Runner
 	menu    *menu.Menu
@@ -100,6 +99,13 @@ func New(d Deps) (*Engine, error) {
 		return nil, errors.New("flows: no store")
 	case d.MCP == nil:
 		return nil, errors.New("flows: no MCP pool")
+	}
+	// A nil pointer in an interface is no model, no approvals.
+	if m, ok := d.Model.(*agent.Model); ok && m == nil {
+		d.Model = nil
+	}
+	if a, ok := d.Approvals.(*approvals.Service); ok && a == nil {
+		d.Approvals = nil
 	}
 	e := &Engine{
 		pack: d.Pack, cat: d.Catalog, st: d.Store, pool: d.MCP, model: d.Model, keyring: d.Keyring,
