@@ -103,6 +103,18 @@ func (t *turn) menuState(ctx context.Context) menu.State {
 		Counts: t.e.counts(ctx, t.caller())}
 }
 
+// kindAuth is the dialog waiting for the user's presentation.
+const kindAuth = "auth"
+
+// authWait is the authentication dialog: a proof request was sent; its outcome is awaited.
+type authWait struct {
+	question
+	// Request is the id of the proof request.
+	Request string `json:"request,omitempty"`
+}
+
+func (*authWait) kind() string { return kindAuth }
+
 // authenticate sends a proof request (again, when one was pending) and waits in state AUTH.
 func (t *turn) authenticate(ctx context.Context) error {
 	if !t.e.canAuth {
@@ -112,8 +124,7 @@ func (t *turn) authenticate(ctx context.Context) error {
 	r.ID = newMessageID()
 	id := r.ID
 	t.send(channel.Outbound{ProofRequest: &r})
-	t.s.State = store.StateAuth
-	t.setFlow(flowState{Kind: kindAuth, Request: id})
+	t.setDialog(&authWait{Request: id})
 	return nil
 }
 
@@ -141,15 +152,14 @@ func ProofRequest(p *packs.Pack, purpose string) channel.ProofRequest {
 	return r
 }
 
-// presentation handles the outcome of a proof request.
-func (t *turn) presentation(ctx context.Context, p channel.PresentationResult) error {
-	fs := t.flow()
-	if t.s.State != store.StateAuth || fs.Kind != kindAuth || (fs.Request != "" && p.RequestID != "" && p.RequestID != fs.Request) {
+// presentation handles the outcome of the proof request d waits for.
+func (t *turn) presentation(ctx context.Context, d *authWait, p channel.PresentationResult) error {
+	if d.Request != "" && p.RequestID != "" && p.RequestID != d.Request {
 		t.e.log.InfoContext(ctx, "presentation for no pending request ignored", slog.String("connection", t.conn),
 			slog.String("request", p.RequestID), slog.String("outcome", string(p.Outcome)))
 		return nil
 	}
-	t.endFlow()
+	t.endDialog()
 	switch p.Outcome {
 	case channel.Verified:
 		return t.verified(ctx, p)
@@ -220,7 +230,7 @@ func (t *turn) logout(context.Context) {
 	t.fx.ClearMemory = append(t.fx.ClearMemory, t.memoryKey(), "conn:"+t.conn)
 	t.s.Authenticated, t.s.Identity, t.s.DisplayName, t.s.Roles = false, "", "", nil
 	t.s.CredentialExpiry = time.Time{}
-	t.endFlow()
+	t.endDialog()
 }
 
 // DisplayName is the user's name from a credential's claims: name, else first and last name.

@@ -5,6 +5,12 @@
 // /help, /tools, /call, /whoami and /lang, and walks users through configuring their own MCP
 // credentials (typed fields sealed in the store between messages, or an OAuth sign-in).
 //
+// A dialog that spans several events (authentication waiting for a proof, MCP credential
+// configuration, approval confirmation, my requests, pending approvals) is a type in its own
+// file, stored in the session with a versioned encoding; table.go is the one table that says
+// which events each dialog accepts and which handler takes them: read it to find where a
+// message goes.
+//
 // An [Engine] is built once per pack. The bot calls [Engine.Handle] for one event of one
 // connection at a time, with the session loaded from the store; Handle changes the session in
 // place and returns [Effects] — messages to send, memory to append, audit rows — and sends

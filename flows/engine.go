@@ -72,6 +72,8 @@ type Engine struct {
 	appr    Approvals
 	rbac    *rbac.Engine
 	calls   *toolcall.Runner
+	// dialogs routes the events of each kind of dialog (table.go).
+	dialogs map[string]routes
 	menu    *menu.Menu
 	log     *slog.Logger
 	now     func() time.Time
@@ -125,6 +127,7 @@ func New(d Deps) (*Engine, error) {
 	if e.elicitTimeout = d.ElicitTimeout; e.elicitTimeout <= 0 {
 		e.elicitTimeout = DefaultElicitTimeout
 	}
+	e.dialogs = dialogTable()
 	e.calls = toolcall.New(d.Pack, d.MCP, &toolcall.Options{RBAC: e.rbac})
 	e.agents.entries = map[string]*toolSet{}
 	e.menuHasApprovals = e.appr != nil && hasPolicies(d.Pack)
@@ -291,7 +294,7 @@ func (t *turn) handle(ctx context.Context, ev channel.Event) error {
 	case channel.QuestionAnswered:
 		return t.answered(ctx, ev.QuestionID, ev.Response)
 	case channel.PresentationResult:
-		return t.presentation(ctx, ev)
+		return t.proof(ctx, ev)
 	case channel.TextReceived:
 		t.replyTo = ev.MessageID
 		return t.text(ctx, ev.Content)
@@ -299,7 +302,20 @@ func (t *turn) handle(ctx context.Context, ev channel.Event) error {
 	return fmt.Errorf("unhandled event %T", ev)
 }
 
-// text handles an inbound text in every state.
+// proof routes the outcome of a proof request to the dialog waiting for it (table.go).
+func (t *turn) proof(ctx context.Context, p channel.PresentationResult) error {
+	if d := t.dialog(); d != nil {
+		if r := t.e.dialogs[d.kind()]; r.proof != nil {
+			return r.proof(t, ctx, d, p)
+		}
+	}
+	t.e.log.InfoContext(ctx, "presentation for no pending request ignored", slog.String("connection", t.conn),
+		slog.String("request", p.RequestID), slog.String("outcome", string(p.Outcome)))
+	return nil
+}
+
+// text routes an inbound text (table.go): a field's value, an answer typed for a question sent
+// as text, a command, the dialog's text handler, or chat.
 func (t *turn) text(ctx context.Context, content string) error {
 	if n := utf8.RuneCountInString(content); n > t.e.maxText {
 		return t.sayKey(ctx, "MESSAGE_TOO_LONG", "size", fmt.Sprint(n), "limit", fmt.Sprint(t.e.maxText))
@@ -308,24 +324,25 @@ func (t *turn) text(ctx context.Context, content string) error {
 	if content == "" {
 		return nil
 	}
-	fs := t.flow()
+	d := t.dialog()
+	var r routes
+	if d != nil {
+		r = t.e.dialogs[d.kind()]
+	}
 	switch {
-	case t.s.State == store.StateMCPConfig && fs.Step == stepField:
+	case r.value != nil:
 		// A value for a credential field: never a command, never logged, never in memory.
-		return t.configValue(ctx, fs, content)
-	case fs.Question != "" && fs.QuestionByText:
-		if done, err := t.answerByText(ctx, fs, content); done || err != nil {
+		return r.value(t, ctx, d, content)
+	case d != nil && d.open().ByText:
+		if done, err := t.answerByText(ctx, d, content); done || err != nil {
 			return err
 		}
 	}
 	if strings.HasPrefix(content, "/") {
 		return t.command(ctx, content)
 	}
-	switch t.s.State {
-	case store.StateAuth:
-		return t.sayKey(ctx, "WAITING_CREDENTIAL")
-	case store.StateMCPConfig:
-		return t.sayKey(ctx, "CHOOSE_OPTION")
+	if r.text != nil {
+		return r.text(t, ctx, d, content)
 	}
 	return t.chat(ctx, content)
 }

@@ -17,9 +17,9 @@ func (t *turn) interrupted(ctx context.Context, steps []Step) error {
 	for _, st := range steps {
 		switch st.Kind {
 		case StepCredentialTest:
-			t.dropDraft(ctx, flowState{Kind: kindMCPConfig, Server: st.Server})
+			t.dropDraft(ctx, st.Server)
 			if t.s.State == store.StateMCPConfig {
-				t.endFlow()
+				t.endDialog()
 			}
 			if err := t.sayKey(ctx, "MCP_CONFIG_INTERRUPTED", "server", st.Server); err != nil {
 				return err
