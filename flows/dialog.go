@@ -81,7 +81,10 @@ func decodeDialog(table map[string]routes, b []byte) dialog {
 }
 
 // dialog decodes the session's dialog (nil: none).
-func (t *turn) dialog() dialog { return decodeDialog(t.e.dialogs, t.s.Flow) }
+func (t *turn) dialog() dialog { return t.e.dialogOf(*t.s) }
+
+// dialogOf decodes s's dialog (nil: none).
+func (e *Engine) dialogOf(s store.Session) dialog { return decodeDialog(e.dialogs, s.Flow) }
 
 // setDialog stores d in the session and enters the session state of its kind.
 func (t *turn) setDialog(d dialog) {
