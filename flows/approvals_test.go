@@ -65,8 +65,7 @@ func TestMyRequests(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	f.login("ana@acme.corp", "employee")
 	f.want(f.run((*turn).myRequests), key("MY_REQUESTS_NONE"))
-	submit(t, f, "req-aaaaaaaa-1", "ana@acme.corp")
-	submit(t, f, "req-bbbbbbbb-2", "ana@acme.corp")
+	anaRequests(t, f)
 	f.want(f.do(channel.MenuSelected{Conn: "conn-1", OptionID: "my-approval-requests"}), key("MY_REQUESTS_TITLE"))
 	opts := f.options()
 	if len(opts) != 2 || opts[0] != f.tr("MY_REQUEST_OPTION", "tool", "send_money", "server", "bank", "date", "2026-01-02 03:04")+" #req-aaaa" {
@@ -112,8 +111,7 @@ func TestPendingApprovals(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	f.login("fm@acme.corp", "finance-manager")
 	f.want(f.run((*turn).pendingApprovals), key("PENDING_NONE"))
-	submit(t, f, "req-aaaaaaaa-1", "ana@acme.corp")
-	submit(t, f, "req-bbbbbbbb-2", "ana@acme.corp")
+	anaRequests(t, f)
 	var ran []string
 	f.appr.onApproved = func(_ context.Context, a store.Approval) { ran = append(ran, a.ID) }
 	if m := f.e.Menu(t.Context(), f.s); !strings.Contains(menuIDs(m), "pending-approvals") {
@@ -200,6 +198,13 @@ func TestBadgeCounts(t *testing.T) {
 	if f.e.Render("", approvalsMessage()) == "" {
 		t.Fatal("render")
 	}
+}
+
+// anaRequests are two requests of ana's to send money.
+func anaRequests(t *testing.T, f *fixture) {
+	t.Helper()
+	submit(t, f, "req-aaaaaaaa-1", "ana@acme.corp")
+	submit(t, f, "req-bbbbbbbb-2", "ana@acme.corp")
 }
 
 func submit(t *testing.T, f *fixture, id, requester string) store.Approval {

@@ -61,6 +61,12 @@ type Approvals interface {
 	Counts(ctx context.Context, c rbac.Caller) (mine, decidable int, err error)
 }
 
+// OAuthStarter begins an OAuth sign-in (mcp/oauth.Manager implements it).
+type OAuthStarter interface {
+	// Begin returns the URL the user opens to authorize identity on server.
+	Begin(ctx context.Context, identity, server string) (string, error)
+}
+
 // Model is the LLM's tool loop ([agent.Model] implements it).
 type Model interface {
 	Run(ctx context.Context, t agent.Turn, exec agent.Executor) (agent.Reply, error)

@@ -53,12 +53,6 @@ type Deps struct {
 	ElicitTimeout time.Duration
 }
 
-// OAuthStarter begins an OAuth sign-in (mcp/oauth.Manager implements it).
-type OAuthStarter interface {
-	// Begin returns the URL the user opens to authorize identity on server.
-	Begin(ctx context.Context, identity, server string) (string, error)
-}
-
 // Engine runs the flows of one pack. It is safe for concurrent use by many connections; the
 // caller serializes the events of one connection.
 type Engine struct {

@@ -506,16 +506,7 @@ func (c *fakeConv) Next(ctx context.Context, take func(channel.Event) bool) (cha
 func (c *fakeConv) texts() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []string
-	for _, o := range c.sent {
-		switch {
-		case o.Text != nil:
-			out = append(out, o.Text.Content)
-		case o.Question != nil:
-			out = append(out, o.Question.Text)
-		}
-	}
-	return out
+	return outTexts(c.sent)
 }
 
 // fixture is an engine on the fakes, and one connection's session.

@@ -17,16 +17,8 @@ metadata: {id: t, displayName: t, defaultLanguage: en}
 llm: {provider: openai, model: m}
 mcp:
   servers:
-    - name: bank
-      url: "http://bank.invalid/mcp"
-      toolAccess:
-        default: none
-        roles:
-          guest: [rate]
-          employee: [rate, send]
-        approval:
-          - tools: [send]
-            approvers: [manager]
+    - {name: shop, url: "http://shop.invalid/mcp",
+       toolAccess: {default: none, roles: {guest: [rate], employee: [rate, send]}, approval: [{tools: [send], approvers: [manager]}]}}
 `
 
 // pool answers every call with res, err.
@@ -82,7 +74,7 @@ func TestRun(t *testing.T) {
 			r := newRunner(t, p)
 			var rows []store.AuditRecord
 			began, done := 0, 0
-			call := toolcall.Call{Caller: c.caller, Anonymous: "conn:1", Server: "bank", Tool: c.tool, Fingerprint: "fp", ApprovalID: c.approval,
+			call := toolcall.Call{Caller: c.caller, Anonymous: "conn:1", Server: "shop", Tool: c.tool, Fingerprint: "fp", ApprovalID: c.approval,
 				Refused: c.refused, Begin: func(context.Context) error { began++; return nil },
 				Audit: func(_ context.Context, r store.AuditRecord) { rows = append(rows, r) }}
 			call.Context = func(ctx context.Context) (context.Context, func()) {
@@ -130,7 +122,7 @@ func TestBeginFailsNothingRuns(t *testing.T) {
 	p := &pool{}
 	r := newRunner(t, p)
 	audited := false
-	_, err := r.Run(t.Context(), toolcall.Call{Server: "bank", Tool: "rate", Begin: func(context.Context) error { return store.ErrUnavailable },
+	_, err := r.Run(t.Context(), toolcall.Call{Server: "shop", Tool: "rate", Begin: func(context.Context) error { return store.ErrUnavailable },
 		Audit: func(context.Context, store.AuditRecord) { audited = true }})
 	if !errors.Is(err, store.ErrUnavailable) || p.calls != 0 || audited {
 		t.Fatalf("err %v, %d calls, audited %v", err, p.calls, audited)
