@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/packbot/packbot/store"
-	"github.com/packbot/packbot/toolcall"
 )
 
 // interrupted answers an event whose earlier handling began external steps and was cut off (a
@@ -25,10 +24,9 @@ func (t *turn) interrupted(ctx context.Context, steps []Step) error {
 				return err
 			}
 		case StepToolCall:
-			row := t.e.calls.Row(toolcall.Call{Caller: t.caller(), Anonymous: "conn:" + t.conn, Server: st.Server, Tool: st.Tool,
-				Fingerprint: st.Fingerprint})
-			row.Decision, row.Outcome, row.Error = store.DecisionAllow, store.OutcomeFailed, "interrupted: may or may not have run"
-			t.audit(ctx, row)
+			c := t.toolCall(toolRef{Server: st.Server, Tool: st.Tool}, nil)
+			c.Fingerprint = st.Fingerprint
+			t.e.calls.Interrupted(ctx, c)
 			if err := t.sayKey(ctx, "TOOL_INTERRUPTED", "tool", st.Tool, "server", st.Server); err != nil {
 				return err
 			}

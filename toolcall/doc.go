@@ -2,8 +2,9 @@
 // again at execution from the caller's current roles, a call that may run is recorded first
 // (the caller's journal or claim), the server is called, a failure is classified, and the call's
 // audit row is written. Chat tool calls and /call (package flows) and approved executions
-// (package approvals) all go through [Runner.Run]; it is the one place that calls the MCP pool
-// and writes a tool call's audit row.
+// (package approvals) all go through [Runner.Run]; with [Runner.Interrupted] (a call whose
+// event was cut off) it is the one place that calls the MCP pool and makes a tool call's audit
+// row.
 //
 // It does not ask for approvals, talk to the user or store anything itself: an APPROVAL decision
 // is returned to the caller (flows asks the user whether to submit a request), and the audit row

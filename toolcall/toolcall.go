@@ -99,8 +99,16 @@ func (o Outcome) Denied() bool { return o.Decision.Effect == rbac.Deny }
 // Failed reports whether the call did not run or the tool reported an error.
 func (o Outcome) Failed() bool { return !o.Called || o.Err != nil || o.Result.IsError }
 
-// Row is the audit row of c with no decision or outcome yet.
-func (r *Runner) Row(c Call) store.AuditRecord {
+// Interrupted writes the audit row of c, a call that was begun by an event cut off before
+// it finished (a crash): it may or may not have run, and it is not run again.
+func (r *Runner) Interrupted(ctx context.Context, c Call) {
+	row := r.row(c)
+	row.Decision, row.Outcome, row.Error = store.DecisionAllow, store.OutcomeFailed, "interrupted: may or may not have run"
+	c.Audit(ctx, row)
+}
+
+// row is the audit row of c with no decision or outcome yet.
+func (r *Runner) row(c Call) store.AuditRecord {
 	id := c.Caller.Identity
 	if id == "" {
 		id = c.Anonymous
@@ -113,7 +121,7 @@ func (r *Runner) Row(c Call) store.AuditRecord {
 // not approved; every call writes one audit row through c.Audit. The error is c.Begin's: the
 // call did not start. A failed call is an outcome, not an error.
 func (r *Runner) Run(ctx context.Context, c Call) (Outcome, error) {
-	row := r.Row(c)
+	row := r.row(c)
 	d := rbac.Decision{Effect: rbac.Deny, Reason: c.Refused}
 	if c.Refused == "" {
 		d = r.rbac.Decide(c.Caller, c.Server, c.Tool)

@@ -128,3 +128,15 @@ func TestBeginFailsNothingRuns(t *testing.T) {
 		t.Fatalf("err %v, %d calls, audited %v", err, p.calls, audited)
 	}
 }
+
+// TestInterrupted: a call whose event was cut off is audited as may-or-may-not-have-run, and
+// not called.
+func TestInterrupted(t *testing.T) {
+	p := &pool{}
+	var rows []store.AuditRecord
+	newRunner(t, p).Interrupted(t.Context(), toolcall.Call{Anonymous: "conn:1", Server: "shop", Tool: "rate", Fingerprint: "fp",
+		Audit: func(_ context.Context, r store.AuditRecord) { rows = append(rows, r) }})
+	if p.calls != 0 || len(rows) != 1 || rows[0].Outcome != store.OutcomeFailed || rows[0].Identity != "conn:1" || rows[0].Error != "interrupted: may or may not have run" {
+		t.Fatalf("%d calls, rows %+v", p.calls, rows)
+	}
+}
