@@ -11,8 +11,8 @@ import (
 // session's dialog (the typed state of an unfinished dialog, [dialog]):
 //
 //   - ConnectionReady, ProfileReceived, MenuRequested, MenuSelected and ConnectionClosed are
-//     taken the same way in every dialog (welcome.go, the menu's actions; a menu action may
-//     replace the dialog, e.g. "configure" or "my requests").
+//     taken the same way in every dialog (welcome.go: the greeting and the menu's actions; an
+//     action may replace the dialog, e.g. "configure" or "my requests").
 //   - QuestionAnswered goes to the dialog's choice handler with the chosen option's value (the
 //     dialog must have an open question with that id; else UNEXPECTED_ANSWER).
 //   - PresentationResult goes to the dialog's proof handler (else it is logged and ignored).
