@@ -216,6 +216,10 @@ func TestApprovalRolesRevoked(t *testing.T) {
 	ana := h.login(ctx, "ana@acme.corp", "Ana", "employee", "en")
 	ana.request(ctx, sendMoney)
 	bob.text(ctx)
+	// The request's event is done on ana's first connection (its menu shows the badge) before
+	// she logs in on another: else that event's commit, later than the login, would make the
+	// first connection the most recent one, where her notices go.
+	ana.badge(ctx, "my-approval-requests", 1)
 	ana2 := h.login(ctx, "ana@acme.corp", "Ana", "intern", "en") // a new login, without the role
 	bob.decide(ctx, "send_money", "Approve")
 	// Notices go to the identity's most recent connection.

@@ -99,6 +99,11 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 	}
 	if !fx.DeleteSession && (cur.CreatedAt.IsZero() || !sameSession(before, cur)) {
 		c.Session = &cur
+	} else {
+		// Not written: the stored update time stands, and the cached copy must keep it (a later
+		// badge refresh writes it back; a zero one would be stamped "now", and the identity's
+		// notices would go to this connection as if it were the one in use).
+		cur.UpdatedAt = before.UpdatedAt
 	}
 	out, err := b.outRows(w.conn, fx.Out, now)
 	if err != nil {
