@@ -12,5 +12,6 @@
 // input schema ([Summary]), never by the LLM.
 //
 // At execution the requester's current access is decided again (their roles from their latest
-// session); an approver's roles are checked when they decide.
+// session) and the call runs through package toolcall, the path every tool call takes; an
+// approver's roles are checked when they decide.
 package approvals

@@ -18,6 +18,7 @@ import (
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
 	"github.com/packbot/packbot/store"
+	"github.com/packbot/packbot/toolcall"
 )
 
 // Errors of decisions, besides store.ErrAlreadyResolved and store.ErrAlreadyVoted.
@@ -60,6 +61,7 @@ type Service struct {
 	kick  func(string)
 	badge func(context.Context, []string)
 	rbac  *rbac.Engine
+	calls *toolcall.Runner
 	log   *slog.Logger
 	now   func() time.Time
 	every time.Duration
@@ -71,10 +73,12 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("approvals: Store, Pack and MCP are required")
 	}
 	s := &Service{st: cfg.Store, pack: cfg.Pack, pool: cfg.MCP, kick: cfg.Kick, badge: cfg.BadgesChanged,
-		rbac: rbac.New(cfg.Pack), log: cfg.Logger, now: cfg.Now, every: cfg.SweepEvery}
+		log: cfg.Logger, now: cfg.Now, every: cfg.SweepEvery}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	s.rbac = rbac.New(cfg.Pack)
+	s.calls = toolcall.New(cfg.Pack, cfg.MCP, &toolcall.Options{RBAC: s.rbac})
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -292,16 +296,14 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 		s.log.ErrorContext(ctx, "approved call not run: the requester's roles cannot be read", slog.String("id", a.ID), slog.Any("err", err))
 		return a
 	}
-	row := store.AuditRecord{Identity: a.Requester, Roles: caller.Roles, Server: a.Server, Tool: a.Tool,
-		ArgsFingerprint: a.Fingerprint, Decision: store.DecisionApproval, ApprovalID: a.ID}
-	d := rbac.Decision{Effect: rbac.Deny, Reason: "the requester's roles are unknown"}
-	if ok {
-		d = s.rbac.Decide(caller, a.Server, a.Tool)
+	c := toolcall.Call{Caller: caller, Server: a.Server, Tool: a.Tool, Arguments: a.Arguments, Fingerprint: a.Fingerprint,
+		ApprovalID: a.ID, Audit: s.audit}
+	if !ok {
+		c.Caller, c.Refused = rbac.Caller{Identity: a.Requester, Authenticated: true}, "the requester's roles are unknown"
 	}
-	if d.Effect == rbac.Deny {
-		row.Outcome, row.Error = store.OutcomeDenied, "access revoked: "+d.Reason
-		s.audit(ctx, row)
-		done, err := s.finish(ctx, a, store.ExecFailed, nil, row.Error,
+	out, _ := s.calls.Run(ctx, c) // no Begin: the execution's claim was taken in the store
+	if out.Denied() {
+		done, err := s.finish(ctx, a, store.ExecFailed, nil, out.Row.Error,
 			notice(a.Requester, i18n.Message{Key: "APPROVAL_REVOKED", Args: []string{"tool", a.Tool}}))
 		if err != nil {
 			s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", err))
@@ -310,22 +312,16 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 		s.kick(a.Requester)
 		return done
 	}
-	res, err := s.pool.Call(ctx, mcp.Call{Identity: a.Requester, Server: a.Server, Tool: a.Tool, Arguments: a.Arguments})
-	row.Latency = res.Elapsed
+	res := out.Result
 	exec, result, errText := store.ExecDone, []byte(res.Text), ""
 	switch {
-	case err != nil:
+	case out.Err != nil:
 		// The requester and the stored request get the kind of failure; the log has the detail.
-		s.log.WarnContext(ctx, "approved call failed", slog.String("id", a.ID), slog.Any("err", err))
-		exec, result, errText = store.ExecFailed, nil, mcp.Classify(err)
-		row.Outcome, row.Error = store.OutcomeFailed, errText
+		s.log.WarnContext(ctx, "approved call failed", slog.String("id", a.ID), slog.Any("err", out.Err))
+		exec, result, errText = store.ExecFailed, nil, out.Row.Error
 	case res.IsError:
 		exec, errText = store.ExecFailed, res.Text
-		row.Outcome, row.Error = store.OutcomeFailed, "tool reported an error"
-	default:
-		row.Outcome = store.OutcomeExecuted
 	}
-	s.audit(ctx, row)
 	m := i18n.Message{Key: "APPROVAL_APPROVED_RESULT", Args: []string{"tool", a.Tool, "approver", approver, "result", res.Text}}
 	if exec != store.ExecDone {
 		m = i18n.Message{Key: "APPROVAL_APPROVED_FAILED", Args: []string{"tool", a.Tool, "approver", approver, "error", errText}}

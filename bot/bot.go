@@ -56,6 +56,9 @@ type Config struct {
 	AcceptWait time.Duration
 	// OutboxInterval is how often undelivered messages are retried (default 2 s).
 	OutboxInterval time.Duration
+	// RetryAfter is the wait before an event whose handling failed (a panic, an error) is
+	// handled again; it doubles with each failure (default 1 s).
+	RetryAfter time.Duration
 	// BeforeHandle, when set, is called before each event is handled, on the worker; a test
 	// makes it panic to prove that a panic is contained. Nil in production.
 	BeforeHandle func(channel.Event)
@@ -77,8 +80,8 @@ type Bot struct {
 	caps   channel.Capabilities
 	hook   func(channel.Event)
 
-	drain, leaseTTL, idle, acceptWait, every time.Duration
-	maxAttempts                              int
+	drain, leaseTTL, idle, acceptWait, every, retryAfter time.Duration
+	maxAttempts                                          int
 
 	mu      sync.Mutex
 	workers map[string]*worker
@@ -115,7 +118,7 @@ func New(cfg Config) (*Bot, error) {
 		ch: cfg.Channel, st: cfg.Store, flows: cfg.Flows, log: cfg.Logger, now: cfg.Now, kr: cfg.Keyring,
 		holder: cfg.Holder, caps: channel.CapabilitiesOf(cfg.Channel), hook: cfg.BeforeHandle,
 		drain: cfg.DrainTimeout, leaseTTL: cfg.LeaseTTL, idle: cfg.Idle, acceptWait: cfg.AcceptWait,
-		every: cfg.OutboxInterval, maxAttempts: cfg.MaxAttempts,
+		every: cfg.OutboxInterval, retryAfter: cfg.RetryAfter, maxAttempts: cfg.MaxAttempts,
 		workers: map[string]*worker{}, taking: map[string]chan struct{}{}, live: make(chan struct{}),
 		kick: make(chan string, 256), acks: make(chan int64, 4096), undelivered: map[string]bool{},
 	}
@@ -140,7 +143,7 @@ func New(cfg Config) (*Bot, error) {
 		d   *time.Duration
 		def time.Duration
 	}{{&b.drain, DefaultDrainTimeout}, {&b.leaseTTL, DefaultLeaseTTL}, {&b.idle, DefaultIdle},
-		{&b.acceptWait, DefaultAcceptWait}, {&b.every, 2 * time.Second}}
+		{&b.acceptWait, DefaultAcceptWait}, {&b.every, 2 * time.Second}, {&b.retryAfter, time.Second}}
 	for _, d := range defaults {
 		if *d.d <= 0 {
 			*d.d = d.def

@@ -68,8 +68,9 @@ func commits(h *harness) int { return h.records.Stats().Executions["commit_api_w
 func TestElicitationCommit(t *testing.T) {
 	for _, lang := range []string{"en", "es"} {
 		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
 			ctx := testCtx(t)
-			h := newHarness(t, harnessOptions{writes: true, elicitTimeout: 2 * time.Second})
+			h := newHarness(t, harnessOptions{writes: true, elicitTimeout: time.Second})
 			u := elicitUser(ctx, t, h, lang)
 			tr := func(k string, args ...string) string { return h.cat.T(lang, k, args...) }
 

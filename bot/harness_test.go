@@ -129,9 +129,9 @@ type harness struct {
 	stop   func()
 	kr     *secret.Keyring
 	// hook runs before each event is handled (BeforeHandle): a test makes it panic.
-	hook        func(channel.Event)
-	maxAttempts int
-	drain, idle time.Duration
+	hook                    func(channel.Event)
+	maxAttempts             int
+	drain, idle, acceptWait time.Duration
 	// restored are the wallets of harnessOptions.restore.
 	restored map[string]*channeltest.MemoryWallet
 }
@@ -169,6 +169,8 @@ type harnessOptions struct {
 	writes bool
 	// elicitTimeout is the engine's ElicitTimeout (0: its default).
 	elicitTimeout time.Duration
+	// acceptWait is the bot's AcceptWait (0: its default).
+	acceptWait time.Duration
 }
 
 type syncBuffer struct {
@@ -207,7 +209,7 @@ func openStore(t testing.TB, postgres bool) store.Store {
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
-	h := &harness{t: t, logs: &syncBuffer{}, hook: o.hook, maxAttempts: o.maxAttempts, drain: o.drain, idle: o.idle, restored: map[string]*channeltest.MemoryWallet{}}
+	h := &harness{t: t, logs: &syncBuffer{}, hook: o.hook, maxAttempts: o.maxAttempts, drain: o.drain, idle: o.idle, acceptWait: o.acceptWait, restored: map[string]*channeltest.MemoryWallet{}}
 	h.st = o.store
 	if h.st == nil {
 		h.st = openStore(t, o.postgres)
@@ -362,7 +364,8 @@ func (h *harness) waitTools(server string) {
 func (h *harness) start(engine *flows.Engine, log *slog.Logger) {
 	var err error
 	h.bot, err = bot.New(bot.Config{Channel: h.ch, Store: h.st, Flows: engine, Logger: log, Keyring: h.kr, BeforeHandle: h.hook,
-		MaxAttempts: h.maxAttempts, DrainTimeout: h.drain, Idle: h.idle})
+		MaxAttempts: h.maxAttempts, DrainTimeout: h.drain, Idle: h.idle, AcceptWait: h.acceptWait,
+		RetryAfter: 100 * time.Millisecond})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package bot_test
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,14 +19,28 @@ func TestIdleConnectionsKeepNoMemory(t *testing.T) {
 	h := newHarness(t, harnessOptions{postgres: true, noLLM: true, quiet: true, idle: 10 * time.Millisecond})
 	talk := func(from, to int) {
 		t.Helper()
-		for i := from; i < to; i++ {
-			conn := fmt.Sprintf("idle-%d", i)
-			if err := h.bot.HandleEvent(ctx, "", channel.ConnectionReady{Conn: conn}); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.bot.HandleEvent(ctx, fmt.Sprintf("m-%d", i), channel.TextReceived{Conn: conn, Content: "/help"}); err != nil {
-				t.Fatal(err)
-			}
+		// Eight senders at once, as many wallets would: the store's round trips overlap.
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for g := range 8 {
+			wg.Go(func() {
+				for i := from + g; i < to; i += 8 {
+					conn := fmt.Sprintf("idle-%d", i)
+					if err := h.bot.HandleEvent(ctx, "", channel.ConnectionReady{Conn: conn}); err != nil {
+						errs <- err
+						return
+					}
+					if err := h.bot.HandleEvent(ctx, fmt.Sprintf("m-%d", i), channel.TextReceived{Conn: conn, Content: "/help"}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
 		}
 		for h.bot.Stats().Completed.Load() < int64(2*to) || h.bot.Stats().Workers.Load() > 0 {
 			select {

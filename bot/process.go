@@ -99,6 +99,11 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 	}
 	if !fx.DeleteSession && (cur.CreatedAt.IsZero() || !sameSession(before, cur)) {
 		c.Session = &cur
+	} else {
+		// Not written: the stored update time stands, and the cached copy must keep it (a later
+		// badge refresh writes it back; a zero one would be stamped "now", and the identity's
+		// notices would go to this connection as if it were the one in use).
+		cur.UpdatedAt = before.UpdatedAt
 	}
 	out, err := b.outRows(w.conn, fx.Out, now)
 	if err != nil {
@@ -205,7 +210,7 @@ func (b *Bot) safely(fn func()) (panicked string) {
 func (b *Bot) fail(ctx context.Context, w *worker, it *item, reason string) outcome {
 	b.stats.Failures.Add(1)
 	last := it.attempts+1 >= b.maxAttempts
-	next := b.now().Add(time.Duration(1<<it.attempts) * time.Second)
+	next := b.now().Add(b.retryAfter << it.attempts)
 	if last {
 		next = b.now() // parked below; if this replica dies first, the next holder parks it at once
 	}

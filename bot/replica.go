@@ -73,7 +73,7 @@ func (b *Bot) renewLoop(ctx context.Context) {
 // takeoverLoop takes the connections whose events wait with no live holder (a replica died, a
 // notification was lost).
 func (b *Bot) takeoverLoop(ctx context.Context) {
-	every(ctx, takeoverEvery, func() {
+	take := func() {
 		conns, err := b.st.ClaimableConnections(ctx, b.now(), 100)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -84,7 +84,10 @@ func (b *Bot) takeoverLoop(ctx context.Context) {
 		for _, conn := range conns {
 			b.wakeConn(conn)
 		}
-	})
+	}
+	// Once at start too: what a stopped replica left pending is handled now, not a tick later.
+	take()
+	every(ctx, takeoverEvery, take)
 }
 
 // wakeConn makes this replica look at conn's events: its worker if it has one, else a new

@@ -9,53 +9,22 @@ import (
 	"time"
 
 	"github.com/packbot/packbot/channel"
-	"github.com/packbot/packbot/i18n"
-	"github.com/packbot/packbot/menu"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
 	"github.com/packbot/packbot/store"
 )
 
-// connectionReady: a wallet connected (or reconnected). The bot sends its profile; a new
-// connection of a pack that greets on connection gets the greeting in the default language.
-func (t *turn) connectionReady(ctx context.Context, _ channel.ConnectionReady) error {
-	isNew := t.s.CreatedAt.IsZero()
-	if t.e.caps.Profiles && isNew {
-		t.send(channel.Outbound{Profile: &channel.Profile{ID: newMessageID(), DisplayName: t.e.pack.Metadata.DisplayName,
-			Description: t.e.pack.Metadata.Description}})
-	}
-	w := t.e.pack.Flows.Welcome
-	if isNew && w.Enabled && !w.SendOnProfile {
-		return t.greet(ctx)
-	}
-	return nil
+// kindAuth is the dialog waiting for the user's presentation.
+const kindAuth = "auth"
+
+// authWait is the authentication dialog: a proof request was sent; its outcome is awaited.
+type authWait struct {
+	question
+	// Request is the id of the proof request.
+	Request string `json:"request,omitempty"`
 }
 
-// profile: the wallet's profile gives the user's language; a pack that greets on profile greets
-// in it.
-func (t *turn) profile(ctx context.Context, p channel.ProfileReceived) error {
-	if code, ok := t.e.cat.Language(p.PreferredLanguage); ok {
-		t.s.Language = code
-	}
-	if w := t.e.pack.Flows.Welcome; w.Enabled && w.SendOnProfile {
-		return t.greet(ctx)
-	}
-	return nil
-}
-
-// greet sends the greeting (templateKey, default greetingMessage) with {userName} filled in
-// ([i18n.Greeting]: dropped with its separator for a guest).
-func (t *turn) greet(ctx context.Context) error {
-	key := t.e.pack.Flows.Welcome.TemplateKey
-	if key == "" {
-		key = "greetingMessage"
-	}
-	name := ""
-	if t.s.Authenticated {
-		name = t.s.DisplayName
-	}
-	return t.say(ctx, i18n.Greeting(t.tr(key), name))
-}
+func (*authWait) kind() string { return kindAuth }
 
 // checkExpiry logs out a user whose credential has expired.
 func (t *turn) checkExpiry(ctx context.Context) error {
@@ -64,38 +33,6 @@ func (t *turn) checkExpiry(ctx context.Context) error {
 	}
 	t.logout(ctx)
 	return t.sayKey(ctx, "AUTH_EXPIRED")
-}
-
-// menuSelected runs the action of a menu item, if it is visible now.
-func (t *turn) menuSelected(ctx context.Context, ev channel.MenuSelected) error {
-	if ev.OptionID == cancelOption {
-		return t.sayKey(ctx, "NO_RUNNING_CALL") // the call it was for has ended
-	}
-	item, ok := t.e.menu.Item(ev.OptionID)
-	if !ok || !t.e.menu.Visible(item, t.menuState(ctx)) {
-		return t.sayKey(ctx, "UNKNOWN_MENU_OPTION")
-	}
-	switch item.Action {
-	case menu.ActionAuthenticate:
-		return t.authenticate(ctx)
-	case menu.ActionLogout:
-		t.logout(ctx)
-		return t.sayKey(ctx, "LOGOUT_CONFIRMATION")
-	case menu.ActionMCPConfig:
-		return t.startConfig(ctx)
-	case menu.ActionAbortConfig:
-		return t.abortConfig(ctx)
-	case menu.ActionMyApprovalRequests:
-		return t.myRequests(ctx)
-	case menu.ActionPendingApprovals:
-		return t.pendingApprovals(ctx)
-	}
-	return t.sayKey(ctx, "UNKNOWN_MENU_OPTION") // a custom action has no handler
-}
-
-func (t *turn) menuState(ctx context.Context) menu.State {
-	return menu.State{Authenticated: t.s.Authenticated, Configuring: t.s.State == store.StateMCPConfig,
-		Counts: t.e.counts(ctx, t.caller())}
 }
 
 // authenticate sends a proof request (again, when one was pending) and waits in state AUTH.
@@ -107,8 +44,7 @@ func (t *turn) authenticate(ctx context.Context) error {
 	r.ID = newMessageID()
 	id := r.ID
 	t.send(channel.Outbound{ProofRequest: &r})
-	t.s.State = store.StateAuth
-	t.setFlow(flowState{Kind: kindAuth, Request: id})
+	t.setDialog(&authWait{Request: id})
 	return nil
 }
 
@@ -140,15 +76,14 @@ func ProofRequest(p *packs.Pack, purpose string) channel.ProofRequest {
 	return r
 }
 
-// presentation handles the outcome of a proof request.
-func (t *turn) presentation(ctx context.Context, p channel.PresentationResult) error {
-	fs := t.flow()
-	if t.s.State != store.StateAuth || fs.Kind != kindAuth || (fs.Request != "" && p.RequestID != "" && p.RequestID != fs.Request) {
+// presentation handles the outcome of the proof request d waits for.
+func (t *turn) presentation(ctx context.Context, d *authWait, p channel.PresentationResult) error {
+	if d.Request != "" && p.RequestID != "" && p.RequestID != d.Request {
 		t.e.log.InfoContext(ctx, "presentation for no pending request ignored", slog.String("connection", t.conn),
 			slog.String("request", p.RequestID), slog.String("outcome", string(p.Outcome)))
 		return nil
 	}
-	t.endFlow()
+	t.endDialog()
 	switch p.Outcome {
 	case channel.Verified:
 		return t.verified(ctx, p)
@@ -219,7 +154,7 @@ func (t *turn) logout(context.Context) {
 	t.fx.ClearMemory = append(t.fx.ClearMemory, t.memoryKey(), "conn:"+t.conn)
 	t.s.Authenticated, t.s.Identity, t.s.DisplayName, t.s.Roles = false, "", "", nil
 	t.s.CredentialExpiry = time.Time{}
-	t.endFlow()
+	t.endDialog()
 }
 
 // DisplayName is the user's name from a credential's claims: name, else first and last name.

@@ -5,6 +5,12 @@
 // /help, /tools, /call, /whoami and /lang, and walks users through configuring their own MCP
 // credentials (typed fields sealed in the store between messages, or an OAuth sign-in).
 //
+// A dialog that spans several events (authentication waiting for a proof, MCP credential
+// configuration, approval confirmation, my requests, pending approvals) is a type in its own
+// file, stored in the session with a versioned encoding; table.go is the one table that says
+// which events each dialog accepts and which handler takes them: read it to find where a
+// message goes.
+//
 // An [Engine] is built once per pack. The bot calls [Engine.Handle] for one event of one
 // connection at a time, with the session loaded from the store; Handle changes the session in
 // place and returns [Effects] — messages to send, memory to append, audit rows — and sends
@@ -14,10 +20,11 @@
 // starts; an event cut off after that is not handled again ([Input.Interrupted]): the user is
 // told what may or may not have happened.
 //
-// Every tool call, from the LLM or from /call, goes through one path: the RBAC decision is
-// computed again at execution from the session's current roles, an APPROVAL decision goes to the
-// [Approvals] hook, and every call is written to the audit table with a fingerprint of its
-// arguments, never their values.
+// Every tool call, from the LLM or from /call, goes through the one tool-call path of package
+// toolcall (which approved executions share): the RBAC decision is computed again at execution
+// from the session's current roles, an APPROVAL decision asks the user whether to submit a
+// request, and every call is written to the audit table with a fingerprint of its arguments,
+// never their values.
 //
 // Secrets: values typed for MCP credential fields never reach a log line, the chat memory or the
 // audit table; between fields they are sealed in the store (kind draft).

@@ -13,6 +13,7 @@ import (
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/store"
+	"github.com/packbot/packbot/toolcall"
 )
 
 // Conversation lets a flow talk with its user while it handles an event — what a server asks
@@ -68,9 +69,6 @@ type asker struct {
 	menuSent     bool
 }
 
-// errCancelledByUser is the cause of a call the user cancelled.
-var errCancelledByUser = errors.New("cancelled by the user")
-
 // callContext returns the context of a tool call made for the turn's user: the server's
 // questions and progress reach them, and they can cancel it. stop must be called when the call
 // returns; it reports whether the user cancelled.
@@ -87,7 +85,7 @@ func (t *turn) callContext(ctx context.Context) (cctx context.Context, stop func
 	return cctx, func() bool {
 		stopWatch()
 		wg.Wait()
-		cancelled := errors.Is(context.Cause(cctx), errCancelledByUser)
+		cancelled := errors.Is(context.Cause(cctx), toolcall.ErrCancelledByUser)
 		cancel(nil)
 		if a.sentMenu() {
 			t.s.MenuDigest = "" // the menu with the cancel item is replaced after the event
@@ -101,7 +99,7 @@ func (a *asker) watchCancel(ctx context.Context) {
 	if _, err := a.conv.Next(ctx, isCancel); err != nil {
 		return
 	}
-	a.cancel(errCancelledByUser)
+	a.cancel(toolcall.ErrCancelledByUser)
 }
 
 func isCancel(ev channel.Event) bool {

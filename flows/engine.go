@@ -15,12 +15,12 @@ import (
 	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/i18n"
-	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/menu"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
+	"github.com/packbot/packbot/toolcall"
 )
 
 // DefaultMaxText is the longest inbound text (in characters) the bot accepts.
@@ -30,18 +30,18 @@ const DefaultMaxText = 8000
 type Deps struct {
 	Pack    *packs.Pack
 	Catalog *i18n.Catalog
-	Store   store.Store
+	Store   Store
 	// MCP is the pack's tool pool (required; a pack without servers gets an empty pool).
-	MCP *mcp.Pool
+	MCP Tools
 	// Model is the LLM; nil when none is configured (the bot then answers commands only).
-	Model *agent.Model
+	Model Model
 	// Keyring seals draft credential values; nil disables per-user MCP configuration.
 	Keyring *secret.Keyring
 	// OAuth starts OAuth sign-ins to user-controlled servers; nil when unavailable.
 	OAuth OAuthStarter
 	// Approvals runs approval requests; nil: a call that needs approval is answered
 	// APPROVAL_REQUIRED and does not run.
-	Approvals *approvals.Service
+	Approvals Approvals
 	// Channel says what the wallet channel can show (menus, questions, proof requests, …).
 	Channel channel.Capabilities
 	Logger  *slog.Logger
@@ -53,24 +53,21 @@ type Deps struct {
 	ElicitTimeout time.Duration
 }
 
-// OAuthStarter begins an OAuth sign-in (mcp/oauth.Manager implements it).
-type OAuthStarter interface {
-	// Begin returns the URL the user opens to authorize identity on server.
-	Begin(ctx context.Context, identity, server string) (string, error)
-}
-
 // Engine runs the flows of one pack. It is safe for concurrent use by many connections; the
 // caller serializes the events of one connection.
 type Engine struct {
 	pack    *packs.Pack
 	cat     *i18n.Catalog
-	st      store.Store
-	pool    *mcp.Pool
-	model   *agent.Model
+	st      Store
+	pool    Tools
+	model   Model
 	keyring *secret.Keyring
 	oauth   OAuthStarter
-	appr    *approvals.Service
+	appr    Approvals
 	rbac    *rbac.Engine
+	calls   *toolcall.Runner
+	// dialogs routes the events of each kind of dialog (table.go).
+	dialogs map[string]routes
 	menu    *menu.Menu
 	log     *slog.Logger
 	now     func() time.Time
@@ -99,6 +96,13 @@ func New(d Deps) (*Engine, error) {
 	case d.MCP == nil:
 		return nil, errors.New("flows: no MCP pool")
 	}
+	// A nil pointer in an interface is no model, no approvals.
+	if m, ok := d.Model.(*agent.Model); ok && m == nil {
+		d.Model = nil
+	}
+	if a, ok := d.Approvals.(*approvals.Service); ok && a == nil {
+		d.Approvals = nil
+	}
 	e := &Engine{
 		pack: d.Pack, cat: d.Catalog, st: d.Store, pool: d.MCP, model: d.Model, keyring: d.Keyring,
 		oauth: d.OAuth, appr: d.Approvals, rbac: rbac.New(d.Pack),
@@ -117,6 +121,8 @@ func New(d Deps) (*Engine, error) {
 	if e.elicitTimeout = d.ElicitTimeout; e.elicitTimeout <= 0 {
 		e.elicitTimeout = DefaultElicitTimeout
 	}
+	e.dialogs = dialogTable()
+	e.calls = toolcall.New(d.Pack, d.MCP, &toolcall.Options{RBAC: e.rbac})
 	e.agents.entries = map[string]*toolSet{}
 	e.menuHasApprovals = e.appr != nil && hasPolicies(d.Pack)
 	e.countsCache = map[string]cachedCounts{}
@@ -282,7 +288,7 @@ func (t *turn) handle(ctx context.Context, ev channel.Event) error {
 	case channel.QuestionAnswered:
 		return t.answered(ctx, ev.QuestionID, ev.Response)
 	case channel.PresentationResult:
-		return t.presentation(ctx, ev)
+		return t.proof(ctx, ev)
 	case channel.TextReceived:
 		t.replyTo = ev.MessageID
 		return t.text(ctx, ev.Content)
@@ -290,7 +296,20 @@ func (t *turn) handle(ctx context.Context, ev channel.Event) error {
 	return fmt.Errorf("unhandled event %T", ev)
 }
 
-// text handles an inbound text in every state.
+// proof routes the outcome of a proof request to the dialog waiting for it (table.go).
+func (t *turn) proof(ctx context.Context, p channel.PresentationResult) error {
+	if d := t.dialog(); d != nil {
+		if r := t.e.dialogs[d.kind()]; r.proof != nil {
+			return r.proof(t, ctx, d, p)
+		}
+	}
+	t.e.log.InfoContext(ctx, "presentation for no pending request ignored", slog.String("connection", t.conn),
+		slog.String("request", p.RequestID), slog.String("outcome", string(p.Outcome)))
+	return nil
+}
+
+// text routes an inbound text (table.go): a field's value, an answer typed for a question sent
+// as text, a command, the dialog's text handler, or chat.
 func (t *turn) text(ctx context.Context, content string) error {
 	if n := utf8.RuneCountInString(content); n > t.e.maxText {
 		return t.sayKey(ctx, "MESSAGE_TOO_LONG", "size", fmt.Sprint(n), "limit", fmt.Sprint(t.e.maxText))
@@ -299,24 +318,25 @@ func (t *turn) text(ctx context.Context, content string) error {
 	if content == "" {
 		return nil
 	}
-	fs := t.flow()
+	d := t.dialog()
+	var r routes
+	if d != nil {
+		r = t.e.dialogs[d.kind()]
+	}
 	switch {
-	case t.s.State == store.StateMCPConfig && fs.Step == stepField:
+	case r.value != nil:
 		// A value for a credential field: never a command, never logged, never in memory.
-		return t.configValue(ctx, fs, content)
-	case fs.Question != "" && fs.QuestionByText:
-		if done, err := t.answerByText(ctx, fs, content); done || err != nil {
+		return r.value(t, ctx, d, content)
+	case d != nil && d.open().ByText:
+		if done, err := t.answerByText(ctx, d, content); done || err != nil {
 			return err
 		}
 	}
 	if strings.HasPrefix(content, "/") {
 		return t.command(ctx, content)
 	}
-	switch t.s.State {
-	case store.StateAuth:
-		return t.sayKey(ctx, "WAITING_CREDENTIAL")
-	case store.StateMCPConfig:
-		return t.sayKey(ctx, "CHOOSE_OPTION")
+	if r.text != nil {
+		return r.text(t, ctx, d, content)
 	}
 	return t.chat(ctx, content)
 }

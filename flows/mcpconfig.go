@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/packs"
@@ -15,6 +14,49 @@ import (
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
 )
+
+// The MCP credential configuration dialog, in three kinds: choosing a server, deciding what to
+// do with a server configured already, and typing the fields' values. Each keeps the session in
+// store.StateMCPConfig (the menu offers to abort).
+const (
+	kindMCPServer   = "mcp-server"
+	kindMCPExisting = "mcp-existing"
+	kindMCPField    = "mcp-field"
+)
+
+// mcpServer: which server to configure (question).
+type mcpServer struct {
+	question
+}
+
+// mcpExisting: Server has working credentials: reconfigure, delete or cancel (question).
+type mcpExisting struct {
+	question
+	Server string `json:"server"`
+}
+
+// mcpField: typing the value of field number Field of Server; the values typed before are in
+// the sealed draft.
+type mcpField struct {
+	question
+	Server string `json:"server"`
+	Field  int    `json:"field,omitempty"`
+}
+
+func (*mcpServer) kind() string   { return kindMCPServer }
+func (*mcpExisting) kind() string { return kindMCPExisting }
+func (*mcpField) kind() string    { return kindMCPField }
+
+// configServer is the server of an MCP configuration dialog ("" for none).
+func configServer(d dialog) string {
+	switch d := d.(type) {
+	case *mcpExisting:
+		return d.Server
+	case *mcpField:
+		return d.Server
+	}
+	return ""
+}
 
 // Values of the "existing credentials" question.
 const (
@@ -46,95 +88,35 @@ func (t *turn) startConfig(ctx context.Context) error {
 	if len(opts) == 0 {
 		return t.sayKey(ctx, "MCP_CONFIG_NO_SERVERS")
 	}
-	t.dropDraft(ctx, t.flow())
-	return t.askFlow(ctx, flowState{Kind: kindMCPConfig, Step: stepServer}, t.tr("MCP_CONFIG_CHOOSE_SERVER"), opts)
+	t.dropDraft(ctx, configServer(t.dialog()))
+	return t.askDialog(ctx, &mcpServer{}, t.tr("MCP_CONFIG_CHOOSE_SERVER"), opts)
 }
 
-// askFlow asks a question whose answer continues flow fs, and enters MCP_CONFIG.
-func (t *turn) askFlow(ctx context.Context, fs flowState, text string, opts []option) error {
-	texts := make([]string, len(opts))
-	for i, o := range opts {
-		texts[i] = o.Text
-	}
-	id, err := t.ask(ctx, text, texts)
-	if err != nil {
-		return err
-	}
-	fs.Question, fs.QuestionByText, fs.Options = id, id == "", opts
-	if id == "" {
-		fs.Question = "text"
-	}
-	t.s.State = store.StateMCPConfig
-	t.setFlow(fs)
-	return nil
-}
-
-// answered handles the answer to a question the bot asked.
-func (t *turn) answered(ctx context.Context, questionID, response string) error {
-	fs := t.flow()
-	if fs.Question == "" || (questionID != "" && questionID != fs.Question) {
-		return t.sayKey(ctx, "UNEXPECTED_ANSWER")
-	}
-	for _, o := range fs.Options {
-		if o.Text == strings.TrimSpace(response) {
-			return t.choose(ctx, fs, o.Value)
+// existingChosen: reconfigure, delete or keep the credentials of a configured server.
+func (t *turn) existingChosen(ctx context.Context, d *mcpExisting, value string) error {
+	switch value {
+	case choiceReconfigure:
+		return t.startFields(ctx, d.Server)
+	case choiceDelete:
+		t.endDialog()
+		if err := t.e.pool.Forget(ctx, t.s.Identity, d.Server); err != nil {
+			return fmt.Errorf("delete credentials: %w", err)
 		}
+		return t.sayKey(ctx, "MCP_CONFIG_DELETED", "server", d.Server)
 	}
-	return t.sayKey(ctx, "CHOOSE_OPTION")
-}
-
-// answerByText matches a text to the options of a question sent as text (by number or text).
-func (t *turn) answerByText(ctx context.Context, fs flowState, content string) (bool, error) {
-	if n, err := strconv.Atoi(content); err == nil && n >= 1 && n <= len(fs.Options) {
-		return true, t.choose(ctx, fs, fs.Options[n-1].Value)
-	}
-	for _, o := range fs.Options {
-		if strings.EqualFold(o.Text, content) {
-			return true, t.choose(ctx, fs, o.Value)
-		}
-	}
-	return false, nil
-}
-
-// choose continues a flow with the value of the chosen option.
-func (t *turn) choose(ctx context.Context, fs flowState, value string) error {
-	fs.Question, fs.QuestionByText, fs.Options = "", false, nil
-	switch fs.Kind {
-	case kindApprovalConfirm, kindMyRequests, kindMyRequest, kindPending, kindPendingRequest:
-		if t.e.appr == nil {
-			return t.sayKey(ctx, "UNEXPECTED_ANSWER")
-		}
-		return t.chooseApproval(ctx, fs.Kind, fs, value)
-	}
-	switch {
-	case fs.Kind == kindMCPConfig && fs.Step == stepServer:
-		return t.serverChosen(ctx, value)
-	case fs.Kind == kindMCPConfig && fs.Step == stepExisting:
-		switch value {
-		case choiceReconfigure:
-			return t.startFields(ctx, fs.Server)
-		case choiceDelete:
-			t.endFlow()
-			if err := t.e.pool.Forget(ctx, t.s.Identity, fs.Server); err != nil {
-				return fmt.Errorf("delete credentials: %w", err)
-			}
-			return t.sayKey(ctx, "MCP_CONFIG_DELETED", "server", fs.Server)
-		}
-		return t.abortConfig(ctx)
-	}
-	return t.sayKey(ctx, "UNEXPECTED_ANSWER")
+	return t.abortConfig(ctx)
 }
 
 // serverChosen: OAuth servers get a sign-in link; configured servers offer reconfigure, delete
 // or cancel; the others start with the first field.
-func (t *turn) serverChosen(ctx context.Context, name string) error {
+func (t *turn) serverChosen(ctx context.Context, _ *mcpServer, name string) error {
 	srv := t.e.pack.Server(name)
 	if srv == nil || !srv.UserControlled() {
-		t.endFlow()
+		t.endDialog()
 		return t.sayKey(ctx, "MCP_CONFIG_NO_SERVERS")
 	}
 	if srv.OAuth() {
-		t.endFlow()
+		t.endDialog()
 		u, err := t.e.oauth.Begin(ctx, t.s.Identity, srv.Name)
 		if err != nil {
 			t.e.log.WarnContext(ctx, "OAuth sign-in not started", slog.String("server", srv.Name), slog.Any("err", err))
@@ -143,7 +125,7 @@ func (t *turn) serverChosen(ctx context.Context, name string) error {
 		return t.sayKey(ctx, "MCP_CONFIG_OAUTH_LINK", "server", srv.Name, "url", u)
 	}
 	if st, err := t.e.pool.Status(ctx, t.s.Identity, srv.Name); err == nil && st != mcp.StatusNeedsAuthentication {
-		return t.askFlow(ctx, flowState{Kind: kindMCPConfig, Step: stepExisting, Server: srv.Name},
+		return t.askDialog(ctx, &mcpExisting{Server: srv.Name},
 			t.tr("MCP_CONFIG_ALREADY", "server", srv.Name), []option{
 				{Text: t.tr("MCP_CONFIG_RECONFIGURE"), Value: choiceReconfigure},
 				{Text: t.tr("MCP_CONFIG_DELETE"), Value: choiceDelete},
@@ -157,13 +139,11 @@ func (t *turn) serverChosen(ctx context.Context, name string) error {
 func (t *turn) startFields(ctx context.Context, server string) error {
 	srv := t.e.pack.Server(server)
 	if srv.UserConfig == nil || len(srv.UserConfig.Fields) == 0 {
-		t.endFlow()
+		t.endDialog()
 		return t.sayKey(ctx, "MCP_CONFIG_NO_SERVERS")
 	}
-	fs := flowState{Kind: kindMCPConfig, Step: stepField, Server: server}
-	t.dropDraft(ctx, fs)
-	t.s.State = store.StateMCPConfig
-	t.setFlow(fs)
+	t.dropDraft(ctx, server)
+	t.setDialog(&mcpField{Server: server})
 	return t.promptField(ctx, srv, 0)
 }
 
@@ -182,10 +162,10 @@ func (t *turn) promptField(ctx context.Context, srv *packs.Server, i int) error 
 
 // configValue takes the value of the current field: sealed into the draft; after the last
 // field, the connection is tested and the credentials saved when it works.
-func (t *turn) configValue(ctx context.Context, fs flowState, value string) error {
+func (t *turn) configValue(ctx context.Context, fs *mcpField, value string) error {
 	srv := t.e.pack.Server(fs.Server)
 	if srv == nil || srv.UserConfig == nil || fs.Field >= len(srv.UserConfig.Fields) {
-		t.endFlow()
+		t.endDialog()
 		return t.sayKey(ctx, "MCP_CONFIG_ABORTED")
 	}
 	values, err := t.loadDraft(ctx, fs)
@@ -198,10 +178,10 @@ func (t *turn) configValue(ctx context.Context, fs flowState, value string) erro
 			return err
 		}
 		fs.Field++
-		t.setFlow(fs)
+		t.setDialog(fs)
 		return t.promptField(ctx, srv, fs.Field)
 	}
-	t.endFlow()
+	t.endDialog()
 	// The test reaches the server with the user's secret: it is recorded first, so that an
 	// event cut off during the test is never handled again (the user is told the check was
 	// interrupted, and no later message is taken for a field's value).
@@ -209,7 +189,7 @@ func (t *turn) configValue(ctx context.Context, fs flowState, value string) erro
 		return fmt.Errorf("record the credential test of %s: %w", srv.Name, err)
 	}
 	if err := t.sayKey(ctx, "MCP_CONFIG_TESTING", "server", srv.Name); err != nil {
-		t.dropDraft(ctx, fs)
+		t.dropDraft(ctx, fs.Server)
 		return err
 	}
 	typed := make(map[string]secret.Value, len(values))
@@ -217,7 +197,7 @@ func (t *turn) configValue(ctx context.Context, fs flowState, value string) erro
 		typed[k] = secret.NewValue(v)
 	}
 	tools, err := t.e.pool.Configure(ctx, t.s.Identity, srv.Name, typed)
-	t.dropDraft(ctx, fs) // saved as working credentials, or refused: the draft is done either way
+	t.dropDraft(ctx, fs.Server) // saved as working credentials, or refused: the draft is done either way
 	if err != nil {
 		t.e.log.InfoContext(ctx, "MCP credentials refused", slog.String("connection", t.conn), slog.String("server", srv.Name),
 			slog.String("reason", mcp.Classify(err)))
@@ -234,17 +214,17 @@ func (t *turn) configValue(ctx context.Context, fs flowState, value string) erro
 
 // abortConfig leaves the configuration flow; nothing typed is kept.
 func (t *turn) abortConfig(ctx context.Context) error {
-	t.dropDraft(ctx, t.flow())
-	t.endFlow()
+	t.dropDraft(ctx, configServer(t.dialog()))
+	t.endDialog()
 	return t.sayKey(ctx, "MCP_CONFIG_ABORTED")
 }
 
-func (t *turn) draftKey(fs flowState) store.CredentialKey {
+func (t *turn) draftKey(fs *mcpField) store.CredentialKey {
 	return store.CredentialKey{Identity: t.s.Identity, Server: fs.Server, Kind: store.KindDraft}
 }
 
 // loadDraft opens the values typed so far (none for the first field).
-func (t *turn) loadDraft(ctx context.Context, fs flowState) (map[string]string, error) {
+func (t *turn) loadDraft(ctx context.Context, fs *mcpField) (map[string]string, error) {
 	values := map[string]string{}
 	if fs.Field == 0 || t.e.keyring == nil {
 		return values, nil
@@ -268,7 +248,7 @@ func (t *turn) loadDraft(ctx context.Context, fs flowState) (map[string]string, 
 }
 
 // saveDraft seals the values typed so far into the store.
-func (t *turn) saveDraft(ctx context.Context, fs flowState, values map[string]string) error {
+func (t *turn) saveDraft(ctx context.Context, fs *mcpField, values map[string]string) error {
 	if t.e.keyring == nil {
 		return errors.New("save configuration draft: no encryption key")
 	}
@@ -284,12 +264,12 @@ func (t *turn) saveDraft(ctx context.Context, fs flowState, values map[string]st
 	return nil
 }
 
-// dropDraft deletes the draft of a configuration flow, if any.
-func (t *turn) dropDraft(ctx context.Context, fs flowState) {
-	if fs.Kind != kindMCPConfig || fs.Server == "" || t.s.Identity == "" {
+// dropDraft deletes the user's configuration draft for server, if any ("": none).
+func (t *turn) dropDraft(ctx context.Context, server string) {
+	if server == "" || t.s.Identity == "" {
 		return
 	}
-	if err := t.e.st.DeleteCredentials(ctx, t.s.Identity, fs.Server, store.KindDraft); err != nil {
-		t.e.log.WarnContext(ctx, "delete configuration draft", slog.String("server", fs.Server), slog.Any("err", err))
+	if err := t.e.st.DeleteCredentials(ctx, t.s.Identity, server, store.KindDraft); err != nil {
+		t.e.log.WarnContext(ctx, "delete configuration draft", slog.String("server", server), slog.Any("err", err))
 	}
 }

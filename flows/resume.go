@@ -16,22 +16,17 @@ func (t *turn) interrupted(ctx context.Context, steps []Step) error {
 	for _, st := range steps {
 		switch st.Kind {
 		case StepCredentialTest:
-			t.dropDraft(ctx, flowState{Kind: kindMCPConfig, Server: st.Server})
+			t.dropDraft(ctx, st.Server)
 			if t.s.State == store.StateMCPConfig {
-				t.endFlow()
+				t.endDialog()
 			}
 			if err := t.sayKey(ctx, "MCP_CONFIG_INTERRUPTED", "server", st.Server); err != nil {
 				return err
 			}
 		case StepToolCall:
-			caller := t.caller()
-			id := caller.Identity
-			if id == "" {
-				id = "conn:" + t.conn
-			}
-			t.audit(ctx, store.AuditRecord{Identity: id, Roles: t.e.rbac.Roles(caller), Server: st.Server, Tool: st.Tool,
-				ArgsFingerprint: st.Fingerprint, Decision: store.DecisionAllow, Outcome: store.OutcomeFailed,
-				Error: "interrupted: may or may not have run"})
+			c := t.toolCall(toolRef{Server: st.Server, Tool: st.Tool}, nil)
+			c.Fingerprint = st.Fingerprint
+			t.e.calls.Interrupted(ctx, c)
 			if err := t.sayKey(ctx, "TOOL_INTERRUPTED", "tool", st.Tool, "server", st.Server); err != nil {
 				return err
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/rbac"
 	"github.com/packbot/packbot/store"
+	"github.com/packbot/packbot/toolcall"
 )
 
 // toolRef names one tool of one server.
@@ -193,75 +193,59 @@ type callOutcome struct {
 	Asked bool
 }
 
-// Invoke runs one tool call for the session's user: the RBAC decision is computed now from the
-// session's current roles; DENY is refused, APPROVAL goes to the approvals hook (unless the
-// caller may approve their own call), ALLOW runs through the MCP pool. Every call writes one
-// audit row.
+// invoke runs one tool call for the session's user through the one tool-call path
+// ([toolcall.Runner.Run]): the RBAC decision is computed now from the session's current roles;
+// DENY is refused, APPROVAL goes to the approvals hook (unless the caller may approve their own
+// call), ALLOW runs through the MCP pool. Every call writes one audit row.
 func (t *turn) invoke(ctx context.Context, ref toolRef, args json.RawMessage) (callOutcome, error) {
-	caller := t.caller()
-	d := t.e.rbac.Decide(caller, ref.Server, ref.Tool)
-	fp := Fingerprint(ref.Server, ref.Tool, args, caller.Identity)
-	row := store.AuditRecord{Identity: caller.Identity, Roles: t.e.rbac.Roles(caller), Server: ref.Server, Tool: ref.Tool, ArgsFingerprint: fp}
-	if row.Identity == "" {
-		row.Identity = "conn:" + t.conn
+	c := t.toolCall(ref, args)
+	c.Begin = func(ctx context.Context) error {
+		// An event cut off after this point is never handled again (the user is told the call
+		// may or may not have run).
+		return t.journal.Begin(ctx, Step{Kind: StepToolCall, Server: ref.Server, Tool: ref.Tool, Fingerprint: c.Fingerprint})
 	}
+	c.Context = func(ctx context.Context) (context.Context, func()) {
+		cctx, stop := t.callContext(ctx)
+		return cctx, func() { stop() }
+	}
+	out, err := t.e.calls.Run(ctx, c)
 	switch {
-	case d.Effect == rbac.Deny:
-		row.Decision, row.Outcome, row.Error = store.DecisionDeny, store.OutcomeDenied, d.Reason
-		t.audit(ctx, row)
+	case err != nil:
+		return callOutcome{}, err
+	case out.Denied():
 		return callOutcome{Text: t.tr("TOOL_DENIED", "tool", ref.Tool, "server", ref.Server), Failed: true}, nil
-	case d.Effect == rbac.Approval && !d.SelfApprove:
-		row.Decision, row.Outcome = store.DecisionApproval, store.OutcomePending
-		t.audit(ctx, row)
+	case out.NeedsApproval:
+		text := t.tr("APPROVAL_REQUIRED", "tool", ref.Tool, "server", ref.Server, "roles", strings.Join(out.Decision.Policy.Approvers, ", "))
 		if t.e.appr == nil {
-			return callOutcome{Text: t.tr("APPROVAL_REQUIRED", "tool", ref.Tool, "server", ref.Server,
-				"roles", strings.Join(d.Policy.Approvers, ", "))}, nil
+			return callOutcome{Text: text}, nil
 		}
-		if err := t.confirmRequest(ctx, ref, args, d); err != nil {
+		if err := t.confirmRequest(ctx, ref, args, out.Decision); err != nil {
 			return callOutcome{}, err
 		}
-		return callOutcome{Text: t.tr("APPROVAL_REQUIRED", "tool", ref.Tool, "server", ref.Server,
-			"roles", strings.Join(d.Policy.Approvers, ", ")) + " (the user is asked whether to submit an approval request)", Asked: true}, nil
-	}
-	row.Decision = store.DecisionAllow
-	// The call must not run twice: its step is recorded first, and an event cut off after
-	// this point is never handled again (the user is told it may or may not have run).
-	if err := t.journal.Begin(ctx, Step{Kind: StepToolCall, Server: ref.Server, Tool: ref.Tool, Fingerprint: fp}); err != nil {
-		return callOutcome{}, fmt.Errorf("record the call of %s/%s: %w", ref.Server, ref.Tool, err)
-	}
-	cctx, stop := t.callContext(ctx)
-	res, err := t.e.pool.Call(cctx, mcp.Call{Identity: t.s.Identity, Server: ref.Server, Tool: ref.Tool, Arguments: args})
-	cancelled := stop()
-	row.Latency = res.Elapsed
-	switch {
-	case err != nil && cancelled:
-		row.Outcome, row.Error = store.OutcomeFailed, "cancelled by the user"
-		t.audit(ctx, row)
+		return callOutcome{Text: text + " (the user is asked whether to submit an approval request)", Asked: true}, nil
+	case out.Cancelled:
 		return callOutcome{Text: t.tr("MCP_CALL_CANCELLED", "tool", ref.Tool, "server", ref.Server), Failed: true}, nil
-	case err != nil:
-		row.Outcome, row.Error = store.OutcomeFailed, mcp.Classify(err)
-		t.audit(ctx, row)
-		t.e.log.WarnContext(ctx, "tool call failed", slog.String("server", ref.Server), slog.String("tool", ref.Tool), slog.Any("err", err))
-		return callOutcome{Text: t.callErrorText(ref, err), Failed: true}, nil
-	case res.IsError:
-		row.Outcome, row.Error = store.OutcomeFailed, "tool reported an error"
-	default:
-		row.Outcome = store.OutcomeExecuted
+	case out.Err != nil:
+		t.e.log.WarnContext(ctx, "tool call failed", slog.String("server", ref.Server), slog.String("tool", ref.Tool), slog.Any("err", out.Err))
+		return callOutcome{Text: t.callErrorText(ref, out.Err), Failed: true}, nil
 	}
-	t.audit(ctx, row)
-	return callOutcome{Text: res.Text, Ran: true, Failed: res.IsError}, nil
+	return callOutcome{Text: out.Result.Text, Ran: true, Failed: out.Result.IsError}, nil
+}
+
+// toolCall is the call of ref by the session's user, its audit row going to the effects.
+func (t *turn) toolCall(ref toolRef, args json.RawMessage) toolcall.Call {
+	caller := t.caller()
+	return toolcall.Call{Caller: caller, Anonymous: "conn:" + t.conn, Server: ref.Server, Tool: ref.Tool, Arguments: args,
+		Fingerprint: Fingerprint(ref.Server, ref.Tool, args, caller.Identity), Audit: t.audit}
 }
 
 // refuse writes the audit row of a call refused before any decision ran.
 func (t *turn) refuse(ctx context.Context, ref toolRef, args json.RawMessage, reason string) {
-	caller := t.caller()
-	id := caller.Identity
-	if id == "" {
-		id = "conn:" + t.conn
+	c := t.toolCall(ref, args)
+	c.Refused = reason
+	if _, err := t.e.calls.Run(ctx, c); err != nil { // a refused call records nothing first
+		t.e.log.WarnContext(ctx, "refused call", slog.Any("err", err))
 	}
-	t.audit(ctx, store.AuditRecord{Identity: id, Roles: t.e.rbac.Roles(caller), Server: ref.Server, Tool: ref.Tool,
-		ArgsFingerprint: Fingerprint(ref.Server, ref.Tool, args, caller.Identity), Decision: store.DecisionDeny,
-		Outcome: store.OutcomeDenied, Error: reason})
 }
 
 // audit adds an audit row to the effects: it is written with the event's completion.

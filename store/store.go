@@ -48,8 +48,9 @@ type Session struct {
 	Roles         []string
 	// CredentialExpiry is when the presented credential stops being valid; zero when none.
 	CredentialExpiry time.Time
-	// Flow is the JSON state of an unfinished flow (which server and field is being configured);
-	// nil when no flow is in progress. The store keeps it verbatim.
+	// Flow is the typed state of an unfinished dialog, encoded by package flows
+	// ({"v":2,"dialog":…}; earlier rows have version 1's shape and still load); nil when no
+	// dialog is open. The store keeps it verbatim.
 	Flow []byte
 	// MenuDigest identifies the last contextual menu sent to the connection ("" when none was),
 	// so that a menu is re-sent only when it changed, by whichever replica handles the
