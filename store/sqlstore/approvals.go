@@ -180,11 +180,7 @@ func (db *DB) createApproval(ctx context.Context, a store.Approval, notices []st
 				return err
 			}
 			args = append(args, rows)
-			fmt.Fprintf(&q, `, o AS (INSERT INTO outbox (identity, connection_id, kind, payload, created_at, next_attempt_at,
-		attempts, last_error)
-	SELECT o.identity, o.conn, o.kind, o.payload::json, o.created, o.next, 0, ''
-	FROM a, json_to_recordset($%d::json) AS o(i int, identity text, conn text, kind text, payload text, created bigint, next bigint)
-	ORDER BY o.i)`, len(args))
+			fmt.Fprintf(&q, `, o AS (`+outboxInsertHead+`a, json_to_recordset($%d::json)`+outboxInsertTail+`)`, len(args))
 		}
 		q.WriteString(` SELECT 1 FROM a`)
 		_, err := db.conn().exec(ctx, q.String(), args...)

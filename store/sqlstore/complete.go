@@ -65,12 +65,17 @@ const (
 	// sqlStateFenced is what inbox_fence raises.
 	sqlStateFenced = "PBF01"
 
-	// qEnqueueOutboxJSON stores the messages of a JSON array (outboxRow) in one statement.
-	qEnqueueOutboxJSON = `INSERT INTO outbox (identity, connection_id, kind, payload, created_at, next_attempt_at,
+	// outboxInsertHead + a JSON array's recordset + outboxInsertTail is PostgreSQL's one
+	// statement that writes outbox rows (outboxRow, in their order): alone (qEnqueueOutboxJSON,
+	// enqueueAll, an event's completion) or in an approval's statement.
+	outboxInsertHead = `INSERT INTO outbox (identity, connection_id, kind, payload, created_at, next_attempt_at,
 		attempts, last_error)
 	SELECT o.identity, o.conn, o.kind, o.payload::json, o.created, o.next, 0, ''
-	FROM json_to_recordset($1::json) AS o(i int, identity text, conn text, kind text, payload text, created bigint, next bigint)
-	ORDER BY o.i RETURNING id`
+	FROM `
+	outboxInsertTail = ` AS o(i int, identity text, conn text, kind text, payload text, created bigint, next bigint)
+	ORDER BY o.i`
+	// qEnqueueOutboxJSON stores the messages of a JSON array (outboxRow) in one statement.
+	qEnqueueOutboxJSON = outboxInsertHead + `json_to_recordset($1::json)` + outboxInsertTail + ` RETURNING id`
 )
 
 // CompleteEvent commits c in one transaction, fenced by c.Lease: on PostgreSQL one batch of
