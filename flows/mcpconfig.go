@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/packs"
@@ -153,11 +155,29 @@ func (t *turn) promptField(ctx context.Context, srv *packs.Server, i int) error 
 	if label == "" {
 		label = f.Name
 	}
-	key := "MCP_CONFIG_FIELD_PROMPT"
-	if f.Secret() {
-		key = "MCP_CONFIG_SECRET_PROMPT"
-	}
+	// A label that is a whole sentence (Hologram packs write "Please enter your token:") is the
+	// prompt itself: wrapped in ours it would read "Please enter Please enter …".
+	key := map[[2]bool]string{
+		{false, false}: "MCP_CONFIG_FIELD_PROMPT", {false, true}: "MCP_CONFIG_SECRET_PROMPT",
+		{true, false}: "MCP_CONFIG_LABEL_PROMPT", {true, true}: "MCP_CONFIG_LABEL_SECRET_PROMPT",
+	}[[2]bool{isPrompt(label), f.Secret()}]
 	return t.sayKey(ctx, key, "field", label, "server", srv.Name)
+}
+
+// isPrompt: label reads as a sentence of its own (it ends as a question or an invitation to
+// type: ":", "?", "." or their full-width forms), not as the name of a value.
+func isPrompt(label string) bool {
+	label = strings.TrimSpace(label)
+	return strings.ContainsRune(label, ' ') && strings.ContainsAny(lastRune(label), ":?.：？。")
+}
+
+// lastRune is the last character of s ("" for an empty s).
+func lastRune(s string) string {
+	r, n := utf8.DecodeLastRuneInString(s)
+	if n == 0 {
+		return ""
+	}
+	return string(r)
 }
 
 // configValue takes the value of the current field: sealed into the draft; after the last
@@ -201,7 +221,7 @@ func (t *turn) configValue(ctx context.Context, fs *mcpField, value string) erro
 	if err != nil {
 		t.e.log.InfoContext(ctx, "MCP credentials refused", slog.String("connection", t.conn), slog.String("server", srv.Name),
 			slog.String("reason", mcp.Classify(err)))
-		return t.sayKey(ctx, "MCP_CONFIG_FAILURE", "server", srv.Name)
+		return t.sayKey(ctx, configFailure(err), "server", srv.Name)
 	}
 	n := 0
 	for _, tl := range tools {
@@ -272,4 +292,17 @@ func (t *turn) dropDraft(ctx context.Context, server string) {
 	if err := t.e.st.DeleteCredentials(ctx, t.s.Identity, server, store.KindDraft); err != nil {
 		t.e.log.WarnContext(ctx, "delete configuration draft", slog.String("server", server), slog.Any("err", err))
 	}
+}
+
+// configFailure is the message key for a credential test that failed with err: refused
+// credentials are the user's to fix; a server that could not be reached, or answered nonsense,
+// is not their token's fault.
+func configFailure(err error) string {
+	switch {
+	case errors.Is(err, mcp.ErrUnreachable), errors.Is(err, mcp.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return "MCP_CONFIG_UNREACHABLE"
+	case errors.Is(err, mcp.ErrProtocol):
+		return "MCP_CONFIG_CHECK_FAILED"
+	}
+	return "MCP_CONFIG_FAILURE"
 }

@@ -2,6 +2,7 @@ package flows
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -88,6 +89,17 @@ func TestConfigureServer(t *testing.T) {
 	f.answer(f.options()[0])
 	f.say("acct")
 	f.want(f.say("wrong"), key("MCP_CONFIG_TESTING", "server", "vault"), key("MCP_CONFIG_FAILURE", "server", "vault"))
+	// A server that does not answer, or answers nonsense, is not the credentials' fault.
+	for err, want := range map[error]string{
+		fmt.Errorf("dial: %w", mcp.ErrUnreachable): "MCP_CONFIG_UNREACHABLE", mcp.ErrTimeout: "MCP_CONFIG_UNREACHABLE",
+		mcp.ErrProtocol: "MCP_CONFIG_CHECK_FAILED",
+	} {
+		f.tools.confErr = err
+		f.do(channel.MenuSelected{Conn: "conn-1", OptionID: "mcp-config"})
+		f.answer(f.options()[0])
+		f.say("acct")
+		f.want(f.say("tok"), key("MCP_CONFIG_TESTING", "server", "vault"), key(want, "server", "vault"))
+	}
 
 	// OAuth servers get a sign-in link, or are told it failed.
 	f.do(channel.MenuSelected{Conn: "conn-1", OptionID: "mcp-config"})
@@ -163,4 +175,25 @@ func menuIDs(m channel.Menu) string {
 		ids = append(ids, o.ID)
 	}
 	return strings.Join(ids, ",")
+}
+
+// TestLabelPrompt: a field label that is a whole sentence, as Hologram packs write them
+// ("Please enter your GitHub Personal Access Token:"), is the prompt itself, never wrapped in
+// "Please enter … for github."; a label that names the value is.
+func TestLabelPrompt(t *testing.T) {
+	for label, want := range map[string]bool{
+		"Please enter your GitHub Personal Access Token:": true, "¿Cuál es tu token?": true,
+		"Veuillez saisir votre jeton d'accès personnel GitHub :": true, "your vault token": false,
+		"Token:": false, "API key": false, "": false,
+	} {
+		if got := isPrompt(label); got != want {
+			t.Errorf("isPrompt(%q) = %v, want %v", label, got, want)
+		}
+	}
+	pack := strings.Replace(unitPack, `label: {en: "your vault token"}`, `label: {en: "Please enter your vault token:"}`, 1)
+	f := newFixture(t, fixtureOptions{pack: pack})
+	f.login("ana@acme.corp", "employee")
+	f.do(channel.MenuSelected{Conn: "conn-1", OptionID: "mcp-config"})
+	f.answer(f.options()[0])
+	f.want(f.say("acct"), key("MCP_CONFIG_LABEL_SECRET_PROMPT", "field", "Please enter your vault token:", "server", "vault"))
 }
