@@ -159,7 +159,7 @@ func (s *services) listen(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (set --http or PACKBOT_HTTP_ADDR): %w", addr, err)
 	}
-	s.ln = ln
+	s.ln = limitListener(ln, defaultHTTPLimits().MaxConns)
 	s.publicURL = firstNonEmpty(s.opts.channel.publicURL, a.getenv("PACKBOT_PUBLIC_URL"))
 	if s.publicURL == "" {
 		s.publicURL = defaultPublicURL(ln.Addr())
@@ -227,11 +227,7 @@ func (s *services) provisionBot(context.Context) error {
 }
 
 func (s *services) newServer(ctx context.Context) error {
-	s.srv = &http.Server{
-		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+	s.srv = newHTTPServer(ctx, s.mux, defaultHTTPLimits())
 	return nil
 }
 

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startLimited serves h on a free loopback port with limits l and returns its address.
+func startLimited(t *testing.T, h http.Handler, l httpLimits) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newHTTPServer(t.Context(), h, l)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(limitListener(ln, l.MaxConns)) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// closedByServer reads c until the server closes it (EOF or reset), failing if that takes more
+// than limit (the server's own timeout is far shorter: this only bounds a broken test).
+func closedByServer(t *testing.T, c net.Conn, limit time.Duration) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(limit))
+	_, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the server kept the connection open for %v", limit)
+	}
+}
+
+// TestHTTPLimits: a client that stalls mid-body, one that stalls mid-headers and an idle
+// keep-alive connection are all closed by the server; large headers are refused.
+func TestHTTPLimits(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	})
+	l := httpLimits{ReadHeader: 100 * time.Millisecond, Read: 200 * time.Millisecond, Write: time.Second,
+		Idle: 200 * time.Millisecond, MaxHeaderBytes: 1 << 10, MaxConns: 2}
+	addr := startLimited(t, ok, l)
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+
+	t.Run("stalled body", func(t *testing.T) {
+		c := dial()
+		fmt.Fprintf(c, "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\nhalf")
+		closedByServer(t, c, 10*time.Second)
+	})
+	t.Run("stalled headers", func(t *testing.T) {
+		c := dial()
+		fmt.Fprintf(c, "POST /x HTTP/1.1\r\nHost: a\r\n")
+		closedByServer(t, c, 10*time.Second)
+	})
+	t.Run("idle keep-alive", func(t *testing.T) {
+		c := dial()
+		fmt.Fprintf(c, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("first request: %v %v", resp, err)
+		}
+		_ = resp.Body.Close()
+		closedByServer(t, c, 10*time.Second)
+	})
+	t.Run("large headers", func(t *testing.T) {
+		c := dial()
+		fmt.Fprintf(c, "GET /x HTTP/1.1\r\nHost: a\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 8<<10))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Fatalf("large headers: %v %v", resp, err)
+		}
+	})
+}
+
+// TestLimitListener: with n slots, n accepted connections hold them all (the next Accept waits
+// for one); closing a connection frees its slot, once; closing the listener ends a waiting
+// Accept.
+func TestLimitListener(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := limitListener(inner, 2).(*limitedListener)
+	defer func() { _ = ln.Close() }()
+	accept := func() net.Conn {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, _ := accept(), accept()
+	if len(ln.slots) != cap(ln.slots) {
+		t.Fatalf("%d of %d slots taken after two accepts", len(ln.slots), cap(ln.slots))
+	}
+	_ = a.Close()
+	_ = a.Close()
+	if len(ln.slots) != 1 {
+		t.Fatalf("%d slots taken after closing one connection twice, want 1", len(ln.slots))
+	}
+	accept()
+	// Full again: a waiting Accept returns when the listener closes.
+	done := make(chan error, 1)
+	go func() {
+		_, err := ln.Accept()
+		done <- err
+	}()
+	_ = ln.Close()
+	if err := <-done; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("accept after close: %v", err)
+	}
+}
