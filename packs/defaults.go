@@ -65,16 +65,7 @@ func defaultMenu() []MenuItem {
 
 // fillDerived sets the defaults that depend on other fields.
 func fillDerived(p *Pack, present func(path string) bool) {
-	if p.LLM.Model == "" {
-		switch p.LLM.Provider {
-		case "anthropic":
-			p.LLM.Model = DefaultAnthropicModel
-		case "ollama":
-			p.LLM.Model = DefaultOllamaModel
-		default:
-			p.LLM.Model = DefaultOpenAIModel
-		}
-	}
+	fillModel(p)
 	if !present("flows.menu.items") {
 		p.Flows.Menu.Items = defaultMenu()
 	}
@@ -111,5 +102,20 @@ func fillDerived(p *Pack, present func(path string) bool) {
 				}
 			}
 		}
+	}
+}
+
+// fillModel sets the default model of the pack's provider when the pack names none.
+func fillModel(p *Pack) {
+	if p.LLM.Model != "" {
+		return
+	}
+	switch p.LLM.Provider {
+	case "anthropic":
+		p.LLM.Model = DefaultAnthropicModel
+	case "ollama":
+		p.LLM.Model = DefaultOllamaModel
+	default:
+		p.LLM.Model = DefaultOpenAIModel
 	}
 }

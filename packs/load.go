@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -200,6 +201,7 @@ var onlyPlaceholder = regexp.MustCompile(`^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`)
 
 // applyOverrides applies the Hologram environment variables; env wins when set and non-empty.
 func applyOverrides(d *decoder, p *Pack, env Env) {
+	packProvider, packModel := p.LLM.Provider, p.LLM.Model
 	for _, o := range overrides {
 		v, ok := env.get(o.name)
 		if !ok {
@@ -210,6 +212,18 @@ func applyOverrides(d *decoder, p *Pack, env Env) {
 			d.ps.add(Error, pos, o.path, "%s: %v", o.name, err)
 		}
 		d.index[o.path] = pos
+	}
+	// A provider chosen by the environment with no model: the pack's model names a model of
+	// the pack's provider (gpt-4o-mini is no Ollama model), so the new provider's default is
+	// used instead, and the operator is told.
+	if _, modelSet := env.get("OPENAI_MODEL"); !modelSet && packModel != "" && p.LLM.Provider != packProvider &&
+		slices.Contains(Providers, p.LLM.Provider) {
+		p.LLM.Model = ""
+		fillModel(p)
+		d.ps.add(Warning, Pos{File: "$LLM_PROVIDER"}, "llm.model",
+			"LLM_PROVIDER=%s replaces the pack's provider %s, whose model %q is not one of %s's: %s's default model %q is used; set OPENAI_MODEL to choose another",
+			p.LLM.Provider, packProvider, packModel, p.LLM.Provider, p.LLM.Provider, p.LLM.Model)
+		d.index["llm.model"] = Pos{File: "$LLM_PROVIDER"}
 	}
 	a := &p.Flows.Authentication
 	if v, ok := env.get(EnvCredentialDef); ok && (a.CredentialDefinitionID == "" || onlyPlaceholder.MatchString(a.CredentialDefinitionID)) {

@@ -266,6 +266,21 @@ flows:
 			t.Fatalf("model %q window %d", p.LLM.Model, p.Memory.Window)
 		}
 	})
+	t.Run("provider without model", func(t *testing.T) {
+		// The pack's model is its provider's: another provider from the environment gets its own
+		// default model, with a warning naming the variable and the fix.
+		for provider, model := range map[string]string{"ollama": packs.DefaultOllamaModel, "anthropic": packs.DefaultAnthropicModel, "openai": "from-pack"} {
+			p := parse(t, src, map[string]string{"LLM_PROVIDER": provider})
+			if p.LLM.Provider != provider || p.LLM.Model != model {
+				t.Errorf("LLM_PROVIDER=%s: provider %s model %s, want model %s", provider, p.LLM.Provider, p.LLM.Model, model)
+			}
+			warned := len(p.Warnings) == 1 && strings.Contains(p.Warnings[0].String(), "OPENAI_MODEL") &&
+				strings.Contains(p.Warnings[0].String(), "LLM_PROVIDER")
+			if warned != (provider != "openai") {
+				t.Errorf("LLM_PROVIDER=%s: warnings %v", provider, p.Warnings)
+			}
+		}
+	})
 	t.Run("booleans", func(t *testing.T) {
 		for v, want := range map[string]bool{"true": true, "1": true, "YES": true, "false": false, "0": false, "no": false} {
 			p := parse(t, "flows: {authentication: {required: true}}\n", map[string]string{"AUTH_REQUIRED": v})

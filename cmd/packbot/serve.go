@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os/signal"
 	"sync/atomic"
 	"syscall"
@@ -146,7 +147,10 @@ func (s *services) openStore(ctx context.Context) error {
 	if s.st, s.scfg, err = s.opts.store.open(ctx, s.app); err != nil {
 		return err
 	}
-	s.kr = checkKeyring(ctx, s.app, s.pack)
+	if s.kr, err = checkKeyring(ctx, s.app, s.pack); err != nil {
+		_ = s.st.Close()
+		return err
+	}
 	return nil
 }
 
@@ -161,6 +165,10 @@ func (s *services) listen(ctx context.Context) error {
 	}
 	s.ln = limitListener(ln, defaultHTTPLimits().MaxConns)
 	s.publicURL = firstNonEmpty(s.opts.channel.publicURL, a.getenv("PACKBOT_PUBLIC_URL"))
+	if err := checkPublicURL(s.publicURL); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	if s.publicURL == "" {
 		s.publicURL = defaultPublicURL(ln.Addr())
 		if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
@@ -356,27 +364,42 @@ func registerBotMetrics(reg *prometheus.Registry, s *bot.Stats) {
 		Help: "Connections this replica is handling now."}, func() float64 { return float64(s.Workers.Load()) }))
 }
 
-// checkKeyring returns the keyring of MCP_CONFIG_ENCRYPTION_KEY, or says at start why per-user
-// MCP configuration is unavailable (a warning when the pack has user-controlled servers, a note
-// otherwise) and returns nil.
-func checkKeyring(ctx context.Context, a *app, p *packs.Pack) *secret.Keyring {
+// checkKeyring returns the keyring of MCP_CONFIG_ENCRYPTION_KEY. Without the key it says at
+// start that per-user MCP configuration is unavailable (a warning when the pack has
+// user-controlled servers, a note otherwise) and returns nil; a malformed key (current or old)
+// is an error naming the variable and the fix: serve does not start with it.
+func checkKeyring(ctx context.Context, a *app, p *packs.Pack) (*secret.Keyring, error) {
 	kr, err := secret.KeyringFromEnv(a.env)
-	if err == nil {
-		return kr
-	}
-	needed := false
-	for i := range p.MCP.Servers {
-		needed = needed || p.MCP.Servers[i].UserControlled()
+	switch {
+	case err == nil:
+		return kr, nil
+	case !errors.Is(err, secret.ErrNoKey):
+		return nil, fmt.Errorf("%w (fix: 'packbot keys gen' prints a new key; or unset %s to turn per-user MCP configuration off)",
+			err, secret.EnvKey)
 	}
 	level := slog.LevelInfo
-	if needed {
-		level = slog.LevelWarn
+	for i := range p.MCP.Servers {
+		if p.MCP.Servers[i].UserControlled() {
+			level = slog.LevelWarn
+		}
 	}
-	msg := "user-controlled MCP configuration is unavailable"
-	if errors.Is(err, secret.ErrNoKey) {
-		a.logger.Log(ctx, level, msg, slog.String("reason", secret.EnvKey+" is not set"), slog.String("fix", "packbot keys gen"))
+	a.logger.Log(ctx, level, "user-controlled MCP configuration is unavailable",
+		slog.String("reason", secret.EnvKey+" is not set"), slog.String("fix", "packbot keys gen"))
+	return nil, nil
+}
+
+// checkPublicURL refuses a public URL wallets and browsers could not use ("" is no URL: the
+// listener's address is used).
+func checkPublicURL(v string) error {
+	if v == "" {
 		return nil
 	}
-	a.logger.Log(ctx, max(level, slog.LevelWarn), msg, slog.Any("err", err))
+	u, err := url.Parse(v)
+	if err == nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "") {
+		err = errors.New("not an absolute http(s) URL without query or fragment")
+	}
+	if err != nil {
+		return fmt.Errorf("PACKBOT_PUBLIC_URL (--public-url) %q: %v (fix: the URL where wallets reach this server, such as https://bot.example.com)", v, err)
+	}
 	return nil
 }
