@@ -1,0 +1,599 @@
+package main
+
+// The one DIDComm driver of the process tests: `packbot serve` (the embedded DIDComm channel,
+// the demo bank over stdio, a token-protected vault and a payments server over streamable HTTP,
+// the scripted LLM's echo) and scripted `packbot wallet` processes holding credentials from
+// `packbot credential issue`. e2eWallet drives a wallet step by step from the test's goroutine;
+// dcWallet takes its events over to record everything under load, from goroutines of its own.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/packbot/packbot/agent/agenttest"
+	"github.com/packbot/packbot/i18n"
+	"github.com/packbot/packbot/mcp/demoserver"
+	"github.com/packbot/packbot/store/storetest"
+)
+
+const (
+	e2eKey   = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	e2eToken = "e2e-vault-token-91b3c7"
+	// e2eDIDCommKey is PACKBOT_DIDCOMM_KEY: every restart unlocks the same DIDComm keys, so that
+	// the wallets' connections survive.
+	e2eDIDCommKey = "7f3c9a51d2e84b06a1c57e9d3b2f4a6810c9e7d5b3a1f2e4c6d8b0a2c4e6f8a1"
+)
+
+// e2e is packbot serve on DIDComm and the servers around it.
+type e2e struct {
+	t     *testing.T
+	dir   string
+	env   []string
+	serve *serveProc
+	cat   *i18n.Catalog
+	llm   *agenttest.Server
+	pay   *demoserver.Server
+	// gate holds calls to pay while armed.
+	gate *gate
+}
+
+func newE2E(t *testing.T, postgres bool, extraEnv ...string) *e2e {
+	t.Helper()
+	return newE2EPack(t, "testdata/conversation", postgres, extraEnv...)
+}
+
+// newE2EPack starts packbot serving the pack in packDir (on PostgreSQL or SQLite) and waits for
+// its MCP tools.
+func newE2EPack(t *testing.T, packDir string, postgres bool, extraEnv ...string) *e2e {
+	t.Helper()
+	e := &e2e{t: t, dir: t.TempDir(), llm: agenttest.New(t)}
+	vault := httptest.NewServer(demoserver.New(&demoserver.Options{Name: "vault", Token: e2eToken}).Handler())
+	t.Cleanup(vault.Close)
+	e.pay = demoserver.New(&demoserver.Options{Name: "pay"})
+	e.gate = &gate{next: e.pay.Handler(), holds: func(r *http.Request, body []byte) bool {
+		return bytes.Contains(body, []byte(`"tools/call"`)) && bytes.Contains(body, []byte(`"send_money"`))
+	}}
+	ps := httptest.NewServer(e.gate)
+	t.Cleanup(ps.Close)
+	pack, err := filepath.Abs(packDir)
+	fatal(t, err)
+	e.env = append([]string{"AGENT_PACK_PATH=" + pack, "E2E_LLM_URL=" + e.llm.URL, "E2E_VAULT_URL=" + vault.URL + "/mcp",
+		"E2E_PAY_URL=" + ps.URL + "/mcp", "MCP_CONFIG_ENCRYPTION_KEY=" + e2eKey, "PACKBOT_DIDCOMM_KEY=" + e2eDIDCommKey,
+		"PACKBOT_APPROVAL_SWEEP=200ms", "PACKBOT_DATA_DIR=" + filepath.Join(e.dir, "data")}, extraEnv...)
+	if postgres {
+		e.env = append(e.env, "DATABASE_URL="+storetest.PostgresDSN(t))
+	}
+	e.cat = packCatalog(t, e.env, pack)
+	e.serve = newServe(t, e.dir, e.env...)
+	e.start()
+	return e
+}
+
+// start starts packbot and waits for its MCP tools.
+func (e *e2e) start() { e.t.Helper(); e.serve.start("MCP tool catalog updated") }
+
+func (e *e2e) invitation(ctx context.Context) string {
+	e.t.Helper()
+	var inv string
+	if err := pollUntil(ctx, 10*time.Millisecond, func() (bool, error) {
+		inv = invitationURL.FindString(e.serve.running().stdout.String())
+		return inv != "", nil
+	}); err != nil {
+		e.t.Fatalf("no invitation printed: %v", err)
+	}
+	return inv
+}
+
+// gate holds the requests for which holds is true while armed, until released: the bot's
+// request is then in flight, so that the test can kill the bot in the middle of it. A held
+// request runs when released even if its caller is gone, as a server does that got it.
+type gate struct {
+	next  http.Handler
+	holds func(r *http.Request, body []byte) bool
+
+	mu      sync.Mutex
+	seen    []string      // the Authorization headers of the requests
+	armed   chan struct{} // closed to release held requests; nil: not armed
+	arrived chan struct{} // gets a value when a request is held
+}
+
+func (g *gate) arm() (arrived <-chan struct{}, release func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.armed, g.arrived = make(chan struct{}), make(chan struct{}, 1)
+	return g.arrived, sync.OnceFunc(func() { close(g.armed) })
+}
+
+func (g *gate) authorizations() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.seen...)
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	g.mu.Lock()
+	if a := r.Header.Get("Authorization"); a != "" {
+		g.seen = append(g.seen, a)
+	}
+	armed, arrived := g.armed, g.arrived
+	g.mu.Unlock()
+	if armed != nil && g.holds(r, body) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-armed
+		r = r.WithContext(context.WithoutCancel(r.Context()))
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// walletProc is `packbot wallet --scripted` running as its own process.
+type walletProc struct {
+	t      *testing.T
+	stdin  io.WriteCloser
+	events chan map[string]any
+	done   chan error
+}
+
+func startWallet(t *testing.T, dir string, args ...string) *walletProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"wallet", "--scripted", "--data-dir", dir}, args...)...)
+	cmd.Env = []string{"PACKBOT_TEST_AS_MAIN=1"}
+	cmd.SysProcAttr = childOfTest()
+	stdin, err := cmd.StdinPipe()
+	fatal(t, err)
+	stdout, err := cmd.StdoutPipe()
+	fatal(t, err)
+	cmd.Stderr = &testWriter{t: t, prefix: "wallet: "}
+	fatal(t, cmd.Start())
+	w := &walletProc{t: t, stdin: stdin, events: make(chan map[string]any, 64), done: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var e map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				t.Errorf("wallet wrote a non-JSON line %q", sc.Text())
+				continue
+			}
+			w.events <- e
+		}
+		close(w.events)
+		w.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		select {
+		case err := <-w.done:
+			w.done <- err
+		case <-time.After(10 * time.Second): // a bound on a wallet that hangs, not a wait
+			_ = cmd.Process.Kill()
+		}
+	})
+	return w
+}
+
+func (w *walletProc) do(action map[string]any) {
+	w.t.Helper()
+	b, _ := json.Marshal(action)
+	if _, err := fmt.Fprintf(w.stdin, "%s\n", b); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// expect returns the next event named kind, skipping the others; an error event fails.
+func (w *walletProc) expect(ctx context.Context, kind string) map[string]any {
+	w.t.Helper()
+	for {
+		select {
+		case <-ctx.Done():
+			w.t.Fatalf("waiting for a %s event: %v", kind, ctx.Err())
+		case e, ok := <-w.events:
+			if !ok {
+				w.t.Fatalf("the wallet exited while waiting for a %s event", kind)
+			}
+			if e["event"] == kind {
+				return e
+			}
+			if e["event"] == "error" {
+				w.t.Fatalf("wallet error while waiting for %s: %v", kind, e["message"])
+			}
+		}
+	}
+}
+
+// stop ends the wallet process (its data stays for a restart).
+func (w *walletProc) stop() {
+	w.t.Helper()
+	_ = w.stdin.Close()
+	err := <-w.done
+	w.done <- err // for the cleanup that waits for it too
+}
+
+// testWriter sends a process's stderr to the test log.
+type testWriter struct {
+	t      *testing.T
+	prefix string
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.t.Log(w.prefix + l)
+	}
+	return len(p), nil
+}
+
+// e2eWallet is a scripted wallet process with a conversation helper.
+type e2eWallet struct {
+	*walletProc
+	ctx context.Context
+}
+
+// next returns the next event of kind.
+func (w *e2eWallet) next(kind string) map[string]any { w.t.Helper(); return w.expect(w.ctx, kind) }
+
+// wallet starts a wallet in lang holding a credential from the demo issuer with attrs (none:
+// no credential).
+func (e *e2e) wallet(ctx context.Context, name, lang string, attrs ...string) *e2eWallet {
+	e.t.Helper()
+	wdir := filepath.Join(e.dir, "wallet-"+name)
+	args := []string{"--invitation", e.invitation(ctx), "--name", name, "--lang", lang}
+	if len(attrs) > 0 {
+		cred := issueFor(e.t, filepath.Join(e.dir, name+".json"), walletDID(e.t, wdir), attrs...)
+		args = append(args, "--credential", cred)
+	}
+	w := &e2eWallet{walletProc: startWallet(e.t, wdir, args...), ctx: ctx}
+	w.expect(ctx, "connected")
+	return w
+}
+
+// user starts a wallet holding a credential with attrs, reads the greeting and logs in.
+func (e *e2e) user(ctx context.Context, name, lang string, attrs ...string) *e2eWallet {
+	e.t.Helper()
+	w := e.wallet(ctx, name, lang, attrs...)
+	w.text()
+	w.login()
+	return w
+}
+
+func (w *e2eWallet) text() string {
+	w.t.Helper()
+	return w.next("text")["content"].(string)
+}
+
+func (w *e2eWallet) say(s string) string {
+	w.t.Helper()
+	w.do(map[string]any{"action": "text", "content": s})
+	return w.text()
+}
+
+func (w *e2eWallet) selectItem(id string) {
+	w.t.Helper()
+	w.do(map[string]any{"action": "select", "option": id})
+}
+
+// answer answers the next question with the option containing part.
+func (w *e2eWallet) answer(part string) {
+	w.t.Helper()
+	q := w.next("question")
+	for _, o := range q["options"].([]any) {
+		if strings.Contains(o.(string), part) {
+			w.do(map[string]any{"action": "answer", "question": q["id"], "response": o})
+			return
+		}
+	}
+	w.t.Fatalf("no option %q in %v", part, q["options"])
+}
+
+func (w *e2eWallet) login() string {
+	w.t.Helper()
+	w.selectItem("authenticate")
+	pr := w.next("proof-request")
+	w.do(map[string]any{"action": "present", "request": pr["id"]})
+	return w.text()
+}
+
+// dcBot is what the actors know of the bot: whether it runs, and its generation (one per
+// start). It is the serveProc's changed.
+type dcBot struct {
+	mu      sync.Mutex
+	up      bool
+	gen     int
+	changed chan struct{}
+}
+
+func newDCBot() *dcBot { return &dcBot{up: true, gen: 1, changed: make(chan struct{})} }
+
+func (b *dcBot) set(up bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.up = up
+	if up {
+		b.gen++
+	}
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+func (b *dcBot) state() (up bool, gen int, changed <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.up, b.gen, b.changed
+}
+
+// settle waits, after a send of generation gen that got no 2xx, until sending again makes
+// sense: the bot runs again (a later generation), or it still runs (it refused the envelope,
+// e.g. while starting) and a short backoff has passed.
+func (b *dcBot) settle(ctx context.Context, gen int) error {
+	for {
+		up, g, changed := b.state()
+		if up && g != gen {
+			return nil
+		}
+		var backoff <-chan time.Time
+		if up {
+			backoff = time.After(50 * time.Millisecond) // the retry pause of a sender
+		}
+		select {
+		case <-backoff:
+			return nil
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+type dcQuestion struct {
+	id, text string
+	options  []string
+}
+
+// dcWallet records everything that reaches a wallet process, and sends for it.
+type dcWallet struct {
+	name string
+	p    *walletProc
+	bot  *dcBot
+	acks chan map[string]any // sent, error and help events, in order
+
+	mu        sync.Mutex
+	changed   chan struct{}
+	texts     []gotText
+	sent      []sentMsg
+	questions []dcQuestion
+	probes    int
+}
+
+// dcWatch takes over the events of w (a wallet done with its scripted setup).
+func dcWatch(t *testing.T, w *e2eWallet, name string, bot *dcBot) *dcWallet {
+	cw := &dcWallet{name: name, p: w.walletProc, bot: bot, acks: make(chan map[string]any, 64), changed: make(chan struct{})}
+	str := func(v any) string { s, _ := v.(string); return s }
+	go func() {
+		for e := range cw.p.events {
+			switch e["event"] {
+			case "sent", "error", "help":
+				cw.acks <- e
+				continue
+			}
+			cw.mu.Lock()
+			switch e["event"] {
+			case "text":
+				cw.texts = append(cw.texts, gotText{id: str(e["id"]), replyTo: str(e["replyTo"]), content: str(e["content"])})
+			case "question":
+				q := dcQuestion{id: str(e["id"]), text: str(e["text"])}
+				for _, o := range e["options"].([]any) {
+					q.options = append(q.options, str(o))
+				}
+				cw.questions = append(cw.questions, q)
+			}
+			close(cw.changed)
+			cw.changed = make(chan struct{})
+			cw.mu.Unlock()
+		}
+	}()
+	return cw
+}
+
+// wait waits until cond (called with w.mu held) holds.
+func (w *dcWallet) wait(ctx context.Context, what string, cond func() bool) error {
+	for {
+		w.mu.Lock()
+		ok, changed := cond(), w.changed
+		w.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("wallet %s waiting for %s: %w", w.name, what, ctx.Err())
+		}
+	}
+}
+
+// send gives the wallet one action and reports whether its envelope got a 2xx. A text's outcome
+// is its "sent" or "error" event; any other action is followed by a help action, whose event
+// tells that no error came before it.
+func (w *dcWallet) send(ctx context.Context, action map[string]any) (acked bool, id string, err error) {
+	b, _ := json.Marshal(action)
+	text := action["action"] == "text"
+	line := string(b) + "\n"
+	if !text {
+		line += `{"action":"help"}` + "\n"
+	}
+	if _, err := io.WriteString(w.p.stdin, line); err != nil {
+		return false, "", fmt.Errorf("wallet %s: %w", w.name, err)
+	}
+	acked = true
+	for {
+		select {
+		case e := <-w.acks:
+			switch {
+			case e["event"] == "sent":
+				id, _ := e["id"].(string)
+				return true, id, nil
+			case e["event"] == "error" && text:
+				return false, "", nil
+			case e["event"] == "error":
+				acked = false
+			case e["event"] == "help":
+				return acked, "", nil
+			}
+		case <-ctx.Done():
+			return false, "", fmt.Errorf("wallet %s waiting for the outcome of %s: %w", w.name, b, ctx.Err())
+		}
+	}
+}
+
+// text sends content once, and records it when echoed (the LLM answers it).
+func (w *dcWallet) text(ctx context.Context, content string, echoed bool) (acked bool, gen int, err error) {
+	_, gen, _ = w.bot.state()
+	acked, id, err := w.send(ctx, map[string]any{"action": "text", "content": content})
+	if echoed {
+		w.mu.Lock()
+		w.sent = append(w.sent, sentMsg{content: content, id: id, acked: acked})
+		w.mu.Unlock()
+	}
+	return acked, gen, err
+}
+
+// untilAcked sends a non-text action until one of its envelopes gets a 2xx. Sending one again
+// is harmless for what the actors send: a second menu selection asks again, a second answer to
+// a question gets "no longer open".
+func (w *dcWallet) untilAcked(ctx context.Context, action map[string]any) error {
+	for {
+		_, gen, _ := w.bot.state()
+		acked, _, err := w.send(ctx, action)
+		if err != nil || acked {
+			return err
+		}
+		if err := w.bot.settle(ctx, gen); err != nil {
+			return err
+		}
+	}
+}
+
+// sync sends a probe text until one is acknowledged and waits for its answer: events of a
+// connection are handled and answered in order, so everything the bot answered to what the
+// wallet sent before has then reached it.
+func (w *dcWallet) sync(ctx context.Context) error {
+	for {
+		w.mu.Lock()
+		w.probes++
+		content := fmt.Sprintf("%s probe %d", w.name, w.probes)
+		w.mu.Unlock()
+		acked, gen, err := w.text(ctx, content, true)
+		if err != nil {
+			return err
+		}
+		if acked {
+			return w.wait(ctx, "the answer to "+content, func() bool { return w.countLocked(regexp.MustCompile("^"+regexp.QuoteMeta(echo(content))+"$")) > 0 })
+		}
+		if err := w.bot.settle(ctx, gen); err != nil {
+			return err
+		}
+	}
+}
+
+// chatLoad sends numbered messages, at most two of them acknowledged and unanswered at a time,
+// until load ends.
+func (w *dcWallet) chatLoad(ctx, load context.Context) error {
+	for seq := 1; load.Err() == nil; seq++ {
+		if err := w.wait(ctx, "answers", func() bool { return w.unansweredLocked() < 2 }); err != nil {
+			return err
+		}
+		acked, gen, err := w.text(ctx, fmt.Sprintf("%s m%d", w.name, seq), true)
+		if err != nil {
+			return err
+		}
+		if !acked {
+			if err := w.bot.settle(ctx, gen); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (w *dcWallet) unansweredLocked() int {
+	answered := map[string]bool{}
+	for _, x := range w.texts {
+		answered[x.content] = true
+	}
+	n := 0
+	for _, s := range w.sent {
+		if s.acked && !answered[echo(s.content)] {
+			n++
+		}
+	}
+	return n
+}
+
+// lastQuestion is the last question received.
+func (w *dcWallet) lastQuestion() (dcQuestion, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.questions) == 0 {
+		return dcQuestion{}, false
+	}
+	return w.questions[len(w.questions)-1], true
+}
+
+// count is the number of distinct texts (by message id) matching re.
+func (w *dcWallet) count(re *regexp.Regexp) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.countLocked(re)
+}
+
+func (w *dcWallet) countLocked(re *regexp.Regexp) int {
+	ids := map[string]bool{}
+	for _, x := range w.texts {
+		if re.MatchString(x.content) {
+			ids[x.id] = true
+		}
+	}
+	return len(ids)
+}
+
+// check checks the delivery of the wallet's echoed texts (checkDelivery).
+func (w *dcWallet) check(t *testing.T) delivery {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return checkDelivery(t, "wallet "+w.name, w.sent, w.texts)
+}
+
+// keyPattern matches the texts of key in lang whatever the placeholders named in names hold; a
+// name given as "name=value" holds value.
+func keyPattern(cat *i18n.Catalog, lang, key string, names ...string) *regexp.Regexp {
+	args := make([]string, 0, 2*len(names))
+	for i, n := range names {
+		if k, v, fixed := strings.Cut(n, "="); fixed {
+			args = append(args, k, v)
+		} else {
+			args = append(args, n, fmt.Sprintf("\x00%d\x00", i))
+		}
+	}
+	s := regexp.QuoteMeta(cat.T(lang, key, args...))
+	for i := range names {
+		s = strings.ReplaceAll(s, fmt.Sprintf("\x00%d\x00", i), "(?s:.*)")
+	}
+	return regexp.MustCompile("^" + s + "$")
+}
