@@ -68,7 +68,7 @@ func dcRequester(ctx, load context.Context, w *dcWallet, x dcTexts, submitted ch
 	done := 0
 	for amount := 1; load.Err() == nil; amount++ {
 		rounds++
-		acked, gen, err := w.text(ctx, fmt.Sprintf(`/call pay/send_money {"recipient":"rcp-globex","amount":%d,"currency":"EUR"}`, amount), false)
+		acked, gen, err := w.sendText(ctx, fmt.Sprintf(`/call pay/send_money {"recipient":"rcp-globex","amount":%d,"currency":"EUR"}`, amount), false)
 		if err != nil {
 			return rounds, err
 		}
@@ -167,10 +167,13 @@ func TestCrashDIDComm(t *testing.T) {
 		name := fmt.Sprintf("w%d", i)
 		w := e.wallet(ctx, name, "en")
 		w.text() // the greeting
-		chat = append(chat, dcWatch(t, w, name, bot))
+		chat = append(chat, w)
 	}
-	req, appr := dcWatch(t, ana, "ana", bot), dcWatch(t, bob, "bob", bot)
+	req, appr := ana, bob
 	all := append(slices.Clone(chat), req, appr)
+	for _, w := range all {
+		w.bot = bot
+	}
 	setup := time.Since(started)
 	ledger := openLedger(t, e.pay)
 	e.serve.changed = bot.set
@@ -268,9 +271,9 @@ func TestCrashDuringCredentialTest(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the credential test never reached the vault")
 	}
-	bot := newDCBot()
-	e.serve.changed = bot.set
-	w := dcWatch(t, ana, "ana", bot)
+	w := ana
+	w.bot = newDCBot()
+	e.serve.changed = w.bot.set
 	e.serve.kill()
 	release()
 	e.start()
@@ -331,8 +334,8 @@ func TestApprovalOfflineRequesterAndCrash(t *testing.T) {
 	}
 	e.serve.kill()
 	e.start()
-	back := &e2eWallet{walletProc: startWallet(t, filepath.Join(e.dir, "wallet-ana")), ctx: ctx}
-	back.expect(ctx, "connected")
+	back := startWallet(ctx, t, "ana", filepath.Join(e.dir, "wallet-ana"))
+	back.next("connected")
 	back.do(map[string]any{"action": "text", "content": "/whoami"})
 	// The wallet, started again without --lang, told the bot its language is English.
 	want := keyPattern(e.cat, "en", "APPROVAL_APPROVED_RESULT", "tool", "approver", "result")
@@ -346,7 +349,7 @@ func TestApprovalOfflineRequesterAndCrash(t *testing.T) {
 
 // approvalRequested starts packbot (on PostgreSQL or SQLite), logs in Bob, a finance manager,
 // and Ana, an employee speaking lang, who asks for a payment of 5 EUR; Bob is told.
-func approvalRequested(t *testing.T, postgres bool, lang string) (context.Context, *e2e, *e2eWallet, *e2eWallet) {
+func approvalRequested(t *testing.T, postgres bool, lang string) (context.Context, *e2e, *dcWallet, *dcWallet) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	t.Cleanup(cancel)
 	e := newE2E(t, postgres)
@@ -362,7 +365,7 @@ func approvalRequested(t *testing.T, postgres bool, lang string) (context.Contex
 }
 
 // approve makes approver w approve the only pending request.
-func (e *e2e) approve(w *e2eWallet, lang string) {
+func (e *e2e) approve(w *dcWallet, lang string) {
 	w.t.Helper()
 	w.selectItem("pending-approvals")
 	w.answer(" on pay")

@@ -198,60 +198,54 @@ func readFile(t *testing.T, path string) []byte {
 }
 
 // TestE2ELoginDeclinedOrUnanswered: a wallet that declines the proof request, and one that
-// never answers it (PACKBOT_PROOF_TIMEOUT), each get a clear text and log in at the next try —
-// with packbot's terminal wallet and with a Credo wallet.
+// never answers it (PACKBOT_PROOF_TIMEOUT), each get a clear text (AUTH_DECLINED, AUTH_TIMEOUT)
+// and log in at the next try — with packbot's terminal wallet and with a Credo wallet.
 func TestE2ELoginDeclinedOrUnanswered(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	e := newE2E(t, false, "PACKBOT_PROOF_TIMEOUT=3s")
-	declined, unanswered := e.cat.T("en", "AUTH_DECLINED"), e.cat.T("en", "AUTH_TIMEOUT")
-
-	tw := e.wallet(ctx, "tess", "en", "email=tess@acme.corp", "name=Tess")
-	tw.text() // greeting
-	tw.selectItem("authenticate")
-	tw.do(map[string]any{"action": "decline", "request": tw.next("proof-request")["id"]})
-	if got := tw.text(); got != declined {
-		t.Fatalf("terminal wallet, declined: %q", got)
-	}
-	if got := tw.login(); !strings.Contains(got, "Tess") {
-		t.Fatalf("terminal wallet, login after declining: %q", got)
-	}
-	tw.selectItem("logout")
-	tw.text()
-	tw.selectItem("authenticate")
-	tw.next("proof-request") // and no answer
-	if got := tw.text(); got != unanswered {
-		t.Fatalf("terminal wallet, unanswered: %q", got)
-	}
-	if got := tw.login(); !strings.Contains(got, "Tess") {
-		t.Fatalf("terminal wallet, login after the time limit: %q", got)
-	}
-
+	tw := e.wallet(ctx, "Tess", "en", "email=tess@acme.corp", "name=Tess")
 	cu := e.credoUser(ctx, "Cleo", "en", "jsonld", &credo.Options{Label: "Cleo"}, "email=cleo@acme.corp", "name=Cleo")
-	cu.text() // greeting
-	if err := cu.w.Decline(ctx, cu.proofRequest(), ""); err != nil {
-		t.Fatal(err)
+	type wallet struct {
+		name            string
+		text, login     func() string
+		proofRequest    func() map[string]any
+		decline, logout func(request map[string]any)
 	}
-	if got := cu.text(); got != declined {
-		t.Fatalf("Credo, declined: %q", got)
-	}
-	if got := cu.login(); !strings.Contains(got, "Cleo") {
-		t.Fatalf("Credo, login after declining: %q", got)
-	}
-	cu.selectItem("logout")
-	cu.text()
-	cu.proofRequest() // and no answer
-	if got := cu.text(); got != unanswered {
-		t.Fatalf("Credo, unanswered: %q", got)
-	}
-	if got := cu.login(); !strings.Contains(got, "Cleo") {
-		t.Fatalf("Credo, login after the time limit: %q", got)
+	for _, w := range []wallet{
+		{name: "Tess", text: tw.text, login: tw.login,
+			proofRequest: func() map[string]any { tw.selectItem("authenticate"); return tw.next("proof-request") },
+			decline:      func(pr map[string]any) { tw.do(map[string]any{"action": "decline", "request": pr["id"]}) },
+			logout:       func(map[string]any) { tw.selectItem("logout") }},
+		{name: "Cleo", text: cu.text, login: cu.login,
+			proofRequest: func() map[string]any { return map[string]any{"id": cu.proofRequest()} },
+			decline:      func(pr map[string]any) { fatal(t, cu.w.Decline(ctx, pr["id"].(string), "")) },
+			logout:       func(map[string]any) { cu.selectItem("logout") }},
+	} {
+		welcome := e.cat.T("en", "AUTH_SUCCESS_NAME", "name", w.name)
+		w.text() // the greeting
+		w.decline(w.proofRequest())
+		if got, want := w.text(), e.cat.T("en", "AUTH_DECLINED"); got != want {
+			t.Fatalf("%s, declined: %q, want %q", w.name, got, want)
+		}
+		if got := w.login(); got != welcome {
+			t.Fatalf("%s, login after declining: %q", w.name, got)
+		}
+		w.logout(nil)
+		w.text()
+		w.proofRequest() // and no answer
+		if got, want := w.text(), e.cat.T("en", "AUTH_TIMEOUT"); got != want {
+			t.Fatalf("%s, unanswered: %q, want %q", w.name, got, want)
+		}
+		if got := w.login(); got != welcome {
+			t.Fatalf("%s, login after the time limit: %q", w.name, got)
+		}
 	}
 }
 
 // TestE2EMediatorDown: a phone-like Credo wallet whose mediator goes down: the bot's answer
-// cannot be delivered; one WARN line names the connection, the message type and the reason,
-// and /metrics counts it.
+// cannot be delivered; each failed attempt is a WARN line naming the connection, the message
+// type and the reason, and /metrics counts it.
 func TestE2EMediatorDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()

@@ -3,8 +3,7 @@ package main
 // The one DIDComm driver of the process tests: `packbot serve` (the embedded DIDComm channel,
 // the demo bank over stdio, a token-protected vault and a payments server over streamable HTTP,
 // the scripted LLM's echo) and scripted `packbot wallet` processes holding credentials from
-// `packbot credential issue`. e2eWallet drives a wallet step by step from the test's goroutine;
-// dcWallet takes its events over to record everything under load, from goroutines of its own.
+// `packbot credential issue` (dcWallet).
 
 import (
 	"bufio"
@@ -19,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -144,41 +144,59 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
-// walletProc is `packbot wallet --scripted` running as its own process.
-type walletProc struct {
-	t      *testing.T
-	stdin  io.WriteCloser
-	events chan map[string]any
-	done   chan error
+// dcWallet is `packbot wallet --scripted` running as its own process: it records every event
+// the wallet reports. The step-by-step helpers (next, text, say, answer, login) read the events
+// in order from the test's goroutine; send, sync and chatLoad may run in a goroutine of their
+// own, one per wallet, and report whether each envelope got a 2xx.
+type dcWallet struct {
+	t    *testing.T
+	ctx  context.Context // of the step-by-step helpers
+	name string
+	bot  *dcBot // for the senders under crashes; nil: none
+	in   io.WriteCloser
+	done chan error
+
+	mu     sync.Mutex
+	change chan struct{}
+	events []map[string]any
+	read   int       // the step-by-step helpers' position in events
+	sent   []sentMsg // the texts the LLM echoes
+	probes int
 }
 
-func startWallet(t *testing.T, dir string, args ...string) *walletProc {
+// startWallet starts a wallet process keeping its data in dir.
+func startWallet(ctx context.Context, t *testing.T, name, dir string, args ...string) *dcWallet {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"wallet", "--scripted", "--data-dir", dir}, args...)...)
 	cmd.Env = []string{"PACKBOT_TEST_AS_MAIN=1"}
 	cmd.SysProcAttr = childOfTest()
-	stdin, err := cmd.StdinPipe()
+	in, err := cmd.StdinPipe()
 	fatal(t, err)
-	stdout, err := cmd.StdoutPipe()
+	out, err := cmd.StdoutPipe()
 	fatal(t, err)
-	cmd.Stderr = &testWriter{t: t, prefix: "wallet: "}
+	cmd.Stderr = &testWriter{t: t, prefix: "wallet " + name + ": "}
 	fatal(t, cmd.Start())
-	w := &walletProc{t: t, stdin: stdin, events: make(chan map[string]any, 64), done: make(chan error, 1)}
+	w := &dcWallet{t: t, ctx: ctx, name: name, in: in, done: make(chan error, 1), change: make(chan struct{})}
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
+		for sc := bufio.NewScanner(out); sc.Scan(); {
 			var e map[string]any
 			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-				t.Errorf("wallet wrote a non-JSON line %q", sc.Text())
+				t.Errorf("wallet %s wrote a non-JSON line %q", name, sc.Text())
 				continue
 			}
-			w.events <- e
+			w.mu.Lock()
+			w.events = append(w.events, e)
+			close(w.change)
+			w.change = make(chan struct{})
+			w.mu.Unlock()
 		}
-		close(w.events)
 		w.done <- cmd.Wait()
+		w.mu.Lock()
+		close(w.change) // and never again: waits see the end
+		w.mu.Unlock()
 	}()
 	t.Cleanup(func() {
-		_ = stdin.Close()
+		_ = in.Close()
 		select {
 		case err := <-w.done:
 			w.done <- err
@@ -189,39 +207,73 @@ func startWallet(t *testing.T, dir string, args ...string) *walletProc {
 	return w
 }
 
-func (w *walletProc) do(action map[string]any) {
-	w.t.Helper()
-	b, _ := json.Marshal(action)
-	if _, err := fmt.Fprintf(w.stdin, "%s\n", b); err != nil {
-		w.t.Fatal(err)
-	}
-}
-
-// expect returns the next event named kind, skipping the others; an error event fails.
-func (w *walletProc) expect(ctx context.Context, kind string) map[string]any {
-	w.t.Helper()
+// wait waits until cond (called with w.mu held) holds.
+func (w *dcWallet) wait(ctx context.Context, what string, cond func() bool) error {
 	for {
+		w.mu.Lock()
+		ok, change := cond(), w.change
+		w.mu.Unlock()
+		if ok {
+			return nil
+		}
 		select {
+		case <-change:
+			select {
+			case err := <-w.done:
+				w.done <- err
+				return fmt.Errorf("wallet %s exited (%v) waiting for %s", w.name, err, what)
+			default:
+			}
 		case <-ctx.Done():
-			w.t.Fatalf("waiting for a %s event: %v", kind, ctx.Err())
-		case e, ok := <-w.events:
-			if !ok {
-				w.t.Fatalf("the wallet exited while waiting for a %s event", kind)
-			}
-			if e["event"] == kind {
-				return e
-			}
-			if e["event"] == "error" {
-				w.t.Fatalf("wallet error while waiting for %s: %v", kind, e["message"])
-			}
+			return fmt.Errorf("wallet %s waiting for %s: %w", w.name, what, ctx.Err())
 		}
 	}
 }
 
-// stop ends the wallet process (its data stays for a restart).
-func (w *walletProc) stop() {
+// await waits for the first event at index from or after whose "event" is one of kinds, and
+// returns its index.
+func (w *dcWallet) await(ctx context.Context, from int, kinds ...string) (int, map[string]any, error) {
+	i, e := from, map[string]any(nil)
+	err := w.wait(ctx, fmt.Sprintf("an event %q", kinds), func() bool {
+		for ; i < len(w.events); i++ {
+			if e = w.events[i]; slices.Contains(kinds, e["event"].(string)) {
+				return true
+			}
+		}
+		return false
+	})
+	return i, e, err
+}
+
+func (w *dcWallet) do(action map[string]any) {
 	w.t.Helper()
-	_ = w.stdin.Close()
+	b, _ := json.Marshal(action)
+	if _, err := fmt.Fprintf(w.in, "%s\n", b); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// next returns the next event of kind (step by step); an error event before it fails.
+func (w *dcWallet) next(kind string) map[string]any {
+	w.t.Helper()
+	w.mu.Lock()
+	from := w.read
+	w.mu.Unlock()
+	i, e, err := w.await(w.ctx, from, kind, "error")
+	fatal(w.t, err)
+	if e["event"] == "error" && kind != "error" {
+		w.t.Fatalf("wallet %s: error while waiting for %s: %v", w.name, kind, e["message"])
+	}
+	w.mu.Lock()
+	w.read = i + 1
+	w.mu.Unlock()
+	return e
+}
+
+// stop ends the wallet process (its data stays for a restart).
+func (w *dcWallet) stop() {
+	w.t.Helper()
+	_ = w.in.Close()
 	err := <-w.done
 	w.done <- err // for the cleanup that waits for it too
 }
@@ -239,18 +291,9 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// e2eWallet is a scripted wallet process with a conversation helper.
-type e2eWallet struct {
-	*walletProc
-	ctx context.Context
-}
-
-// next returns the next event of kind.
-func (w *e2eWallet) next(kind string) map[string]any { w.t.Helper(); return w.expect(w.ctx, kind) }
-
 // wallet starts a wallet in lang holding a credential from the demo issuer with attrs (none:
-// no credential).
-func (e *e2e) wallet(ctx context.Context, name, lang string, attrs ...string) *e2eWallet {
+// no credential), connected to the bot.
+func (e *e2e) wallet(ctx context.Context, name, lang string, attrs ...string) *dcWallet {
 	e.t.Helper()
 	wdir := filepath.Join(e.dir, "wallet-"+name)
 	args := []string{"--invitation", e.invitation(ctx), "--name", name, "--lang", lang}
@@ -258,13 +301,13 @@ func (e *e2e) wallet(ctx context.Context, name, lang string, attrs ...string) *e
 		cred := issueFor(e.t, filepath.Join(e.dir, name+".json"), walletDID(e.t, wdir), attrs...)
 		args = append(args, "--credential", cred)
 	}
-	w := &e2eWallet{walletProc: startWallet(e.t, wdir, args...), ctx: ctx}
-	w.expect(ctx, "connected")
+	w := startWallet(ctx, e.t, name, wdir, args...)
+	w.next("connected")
 	return w
 }
 
 // user starts a wallet holding a credential with attrs, reads the greeting and logs in.
-func (e *e2e) user(ctx context.Context, name, lang string, attrs ...string) *e2eWallet {
+func (e *e2e) user(ctx context.Context, name, lang string, attrs ...string) *dcWallet {
 	e.t.Helper()
 	w := e.wallet(ctx, name, lang, attrs...)
 	w.text()
@@ -272,24 +315,24 @@ func (e *e2e) user(ctx context.Context, name, lang string, attrs ...string) *e2e
 	return w
 }
 
-func (w *e2eWallet) text() string {
+func (w *dcWallet) text() string {
 	w.t.Helper()
 	return w.next("text")["content"].(string)
 }
 
-func (w *e2eWallet) say(s string) string {
+func (w *dcWallet) say(s string) string {
 	w.t.Helper()
 	w.do(map[string]any{"action": "text", "content": s})
 	return w.text()
 }
 
-func (w *e2eWallet) selectItem(id string) {
+func (w *dcWallet) selectItem(id string) {
 	w.t.Helper()
 	w.do(map[string]any{"action": "select", "option": id})
 }
 
 // answer answers the next question with the option containing part.
-func (w *e2eWallet) answer(part string) {
+func (w *dcWallet) answer(part string) {
 	w.t.Helper()
 	q := w.next("question")
 	for _, o := range q["options"].([]any) {
@@ -301,7 +344,7 @@ func (w *e2eWallet) answer(part string) {
 	w.t.Fatalf("no option %q in %v", part, q["options"])
 }
 
-func (w *e2eWallet) login() string {
+func (w *dcWallet) login() string {
 	w.t.Helper()
 	w.selectItem("authenticate")
 	pr := w.next("proof-request")
@@ -309,7 +352,7 @@ func (w *e2eWallet) login() string {
 	return w.text()
 }
 
-// dcBot is what the actors know of the bot: whether it runs, and its generation (one per
+// dcBot is what the senders know of the bot: whether it runs, and its generation (one per
 // start). It is the serveProc's changed.
 type dcBot struct {
 	mu      sync.Mutex
@@ -360,109 +403,36 @@ func (b *dcBot) settle(ctx context.Context, gen int) error {
 	}
 }
 
-type dcQuestion struct {
-	id, text string
-	options  []string
-}
-
-// dcWallet records everything that reaches a wallet process, and sends for it.
-type dcWallet struct {
-	name string
-	p    *walletProc
-	bot  *dcBot
-	acks chan map[string]any // sent, error and help events, in order
-
-	mu        sync.Mutex
-	changed   chan struct{}
-	texts     []gotText
-	sent      []sentMsg
-	questions []dcQuestion
-	probes    int
-}
-
-// dcWatch takes over the events of w (a wallet done with its scripted setup).
-func dcWatch(t *testing.T, w *e2eWallet, name string, bot *dcBot) *dcWallet {
-	cw := &dcWallet{name: name, p: w.walletProc, bot: bot, acks: make(chan map[string]any, 64), changed: make(chan struct{})}
-	str := func(v any) string { s, _ := v.(string); return s }
-	go func() {
-		for e := range cw.p.events {
-			switch e["event"] {
-			case "sent", "error", "help":
-				cw.acks <- e
-				continue
-			}
-			cw.mu.Lock()
-			switch e["event"] {
-			case "text":
-				cw.texts = append(cw.texts, gotText{id: str(e["id"]), replyTo: str(e["replyTo"]), content: str(e["content"])})
-			case "question":
-				q := dcQuestion{id: str(e["id"]), text: str(e["text"])}
-				for _, o := range e["options"].([]any) {
-					q.options = append(q.options, str(o))
-				}
-				cw.questions = append(cw.questions, q)
-			}
-			close(cw.changed)
-			cw.changed = make(chan struct{})
-			cw.mu.Unlock()
-		}
-	}()
-	return cw
-}
-
-// wait waits until cond (called with w.mu held) holds.
-func (w *dcWallet) wait(ctx context.Context, what string, cond func() bool) error {
-	for {
-		w.mu.Lock()
-		ok, changed := cond(), w.changed
-		w.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("wallet %s waiting for %s: %w", w.name, what, ctx.Err())
-		}
-	}
-}
-
 // send gives the wallet one action and reports whether its envelope got a 2xx. A text's outcome
 // is its "sent" or "error" event; any other action is followed by a help action, whose event
 // tells that no error came before it.
 func (w *dcWallet) send(ctx context.Context, action map[string]any) (acked bool, id string, err error) {
 	b, _ := json.Marshal(action)
-	text := action["action"] == "text"
 	line := string(b) + "\n"
-	if !text {
+	if action["action"] != "text" {
 		line += `{"action":"help"}` + "\n"
 	}
-	if _, err := io.WriteString(w.p.stdin, line); err != nil {
+	w.mu.Lock()
+	from := len(w.events)
+	w.mu.Unlock()
+	if _, err := io.WriteString(w.in, line); err != nil {
 		return false, "", fmt.Errorf("wallet %s: %w", w.name, err)
 	}
-	acked = true
-	for {
-		select {
-		case e := <-w.acks:
-			switch {
-			case e["event"] == "sent":
-				id, _ := e["id"].(string)
-				return true, id, nil
-			case e["event"] == "error" && text:
-				return false, "", nil
-			case e["event"] == "error":
-				acked = false
-			case e["event"] == "help":
-				return acked, "", nil
-			}
-		case <-ctx.Done():
-			return false, "", fmt.Errorf("wallet %s waiting for the outcome of %s: %w", w.name, b, ctx.Err())
-		}
+	if action["action"] == "text" {
+		_, e, err := w.await(ctx, from, "sent", "error")
+		id, _ = e["id"].(string)
+		return err == nil && e["event"] == "sent", id, err
 	}
+	i, _, err := w.await(ctx, from, "help")
+	if err != nil {
+		return false, "", err
+	}
+	j, _, _ := w.await(ctx, from, "error", "help")
+	return j == i, "", nil
 }
 
-// text sends content once, and records it when echoed (the LLM answers it).
-func (w *dcWallet) text(ctx context.Context, content string, echoed bool) (acked bool, gen int, err error) {
+// sendText sends content once, and records it when the LLM echoes it.
+func (w *dcWallet) sendText(ctx context.Context, content string, echoed bool) (acked bool, gen int, err error) {
 	_, gen, _ = w.bot.state()
 	acked, id, err := w.send(ctx, map[string]any{"action": "text", "content": content})
 	if echoed {
@@ -498,12 +468,13 @@ func (w *dcWallet) sync(ctx context.Context) error {
 		w.probes++
 		content := fmt.Sprintf("%s probe %d", w.name, w.probes)
 		w.mu.Unlock()
-		acked, gen, err := w.text(ctx, content, true)
+		acked, gen, err := w.sendText(ctx, content, true)
 		if err != nil {
 			return err
 		}
 		if acked {
-			return w.wait(ctx, "the answer to "+content, func() bool { return w.countLocked(regexp.MustCompile("^"+regexp.QuoteMeta(echo(content))+"$")) > 0 })
+			re := regexp.MustCompile("^" + regexp.QuoteMeta(echo(content)) + "$")
+			return w.wait(ctx, "the answer to "+content, func() bool { return w.countLocked(re) > 0 })
 		}
 		if err := w.bot.settle(ctx, gen); err != nil {
 			return err
@@ -518,7 +489,7 @@ func (w *dcWallet) chatLoad(ctx, load context.Context) error {
 		if err := w.wait(ctx, "answers", func() bool { return w.unansweredLocked() < 2 }); err != nil {
 			return err
 		}
-		acked, gen, err := w.text(ctx, fmt.Sprintf("%s m%d", w.name, seq), true)
+		acked, gen, err := w.sendText(ctx, fmt.Sprintf("%s m%d", w.name, seq), true)
 		if err != nil {
 			return err
 		}
@@ -531,9 +502,22 @@ func (w *dcWallet) chatLoad(ctx, load context.Context) error {
 	return nil
 }
 
+// textsLocked is every text received, redeliveries included.
+func (w *dcWallet) textsLocked() []gotText {
+	var out []gotText
+	for _, e := range w.events {
+		if e["event"] == "text" {
+			id, _ := e["id"].(string)
+			replyTo, _ := e["replyTo"].(string)
+			out = append(out, gotText{content: e["content"].(string), id: id, replyTo: replyTo})
+		}
+	}
+	return out
+}
+
 func (w *dcWallet) unansweredLocked() int {
 	answered := map[string]bool{}
-	for _, x := range w.texts {
+	for _, x := range w.textsLocked() {
 		answered[x.content] = true
 	}
 	n := 0
@@ -545,14 +529,25 @@ func (w *dcWallet) unansweredLocked() int {
 	return n
 }
 
+type dcQuestion struct {
+	id, text string
+	options  []string
+}
+
 // lastQuestion is the last question received.
 func (w *dcWallet) lastQuestion() (dcQuestion, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.questions) == 0 {
-		return dcQuestion{}, false
+	for i := len(w.events) - 1; i >= 0; i-- {
+		if e := w.events[i]; e["event"] == "question" {
+			q := dcQuestion{id: e["id"].(string), text: e["text"].(string)}
+			for _, o := range e["options"].([]any) {
+				q.options = append(q.options, o.(string))
+			}
+			return q, true
+		}
 	}
-	return w.questions[len(w.questions)-1], true
+	return dcQuestion{}, false
 }
 
 // count is the number of distinct texts (by message id) matching re.
@@ -564,7 +559,7 @@ func (w *dcWallet) count(re *regexp.Regexp) int {
 
 func (w *dcWallet) countLocked(re *regexp.Regexp) int {
 	ids := map[string]bool{}
-	for _, x := range w.texts {
+	for _, x := range w.textsLocked() {
 		if re.MatchString(x.content) {
 			ids[x.id] = true
 		}
@@ -577,7 +572,7 @@ func (w *dcWallet) check(t *testing.T) delivery {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return checkDelivery(t, "wallet "+w.name, w.sent, w.texts)
+	return checkDelivery(t, "wallet "+w.name, w.sent, w.textsLocked())
 }
 
 // keyPattern matches the texts of key in lang whatever the placeholders named in names hold; a

@@ -73,12 +73,12 @@ func TestWalletEndpoint(t *testing.T) {
 	}))
 	defer proxy.Close()
 	wdir := filepath.Join(e.dir, "wallet-ep")
-	w := &e2eWallet{walletProc: startWallet(t, wdir, "--invitation", e.invitation(ctx), "--name", "Eve", "--lang", "en",
-		"--http", listen, "--endpoint", proxy.URL), ctx: ctx}
-	if ready := w.expect(ctx, "ready"); ready["endpoint"] != proxy.URL || ready["listen"] != listen {
+	w := startWallet(ctx, t, "eve", wdir, "--invitation", e.invitation(ctx), "--name", "Eve", "--lang", "en",
+		"--http", listen, "--endpoint", proxy.URL)
+	if ready := w.next("ready"); ready["endpoint"] != proxy.URL || ready["listen"] != listen {
 		t.Fatalf("ready %v", ready)
 	}
-	w.expect(ctx, "connected")
+	w.next("connected")
 	w.text() // the greeting
 
 	if proxied.Load() == 0 {

@@ -2,113 +2,12 @@ package main
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/packbot/packbot/channel"
-	"github.com/packbot/packbot/channel/channeltest"
-	"github.com/packbot/packbot/channel/didcomm"
-	"github.com/packbot/packbot/store/sqlstore"
 )
-
-// TestScriptedWalletAgainstChannel: packbot's DIDComm channel and a scripted `packbot wallet`
-// process over loopback HTTP — invitation, DID exchange, text both ways, menu and selection,
-// question and answer, profile language, and a credential from `packbot credential issue`
-// presented and verified.
-func TestScriptedWalletAgainstChannel(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "bot.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	mux := http.NewServeMux()
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	ch, err := didcomm.Open(ctx, didcomm.Config{Records: st, PublicURL: srv.URL, Label: "test bot", MasterKey: make([]byte, 32), Logger: discardLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ch.Close() })
-	ch.Mount(mux)
-	ev := channeltest.NewEvents()
-	runCtx, stop := context.WithCancel(context.Background())
-	runDone := make(chan struct{})
-	go func() { defer close(runDone); _ = ch.Run(runCtx, ev) }()
-	t.Cleanup(func() { stop(); <-runDone })
-
-	// The wallet's DID, and a credential for it from the CLI.
-	wdir := filepath.Join(dir, "wallet")
-	credFile := issueFor(t, filepath.Join(dir, "ana.json"), walletDID(t, wdir), "email=ana@acme.corp", "name=Ana", "roles=employee,finance")
-	inv, err := ch.Invitation(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := startWallet(t, wdir, "--invitation", inv, "--credential", credFile, "--name", "Ana", "--lang", "es")
-	w.expect(ctx, "ready")
-	w.expect(ctx, "connected")
-
-	// The bot learns the connection and the wallet's profile language.
-	conn, err := ev.Ready(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := channeltest.Expect[channel.ProfileReceived](ctx, t, ev, conn); p.PreferredLanguage != "es" || p.DisplayName != "Ana" {
-		t.Fatalf("profile %+v", p)
-	}
-
-	w.do(map[string]any{"action": "text", "content": "hola"})
-	if in := channeltest.Expect[channel.TextReceived](ctx, t, ev, conn); in.Content != "hola" {
-		t.Fatalf("bot got %+v", in)
-	}
-	if _, err := ch.SendText(ctx, conn, channel.Text{Content: "¡hola, Ana!"}); err != nil {
-		t.Fatal(err)
-	}
-	if e := w.expect(ctx, "text"); e["content"] != "¡hola, Ana!" {
-		t.Fatalf("wallet got %v", e)
-	}
-
-	if err := ch.SendMenu(ctx, conn, channel.Menu{Title: "Menu", Options: []channel.MenuOption{{ID: "authenticate", Title: "Log in"}}}); err != nil {
-		t.Fatal(err)
-	}
-	w.expect(ctx, "menu")
-	w.do(map[string]any{"action": "select", "option": "authenticate"})
-	if sel := channeltest.Expect[channel.MenuSelected](ctx, t, ev, conn); sel.OptionID != "authenticate" {
-		t.Fatalf("selected %+v", sel)
-	}
-
-	qid, err := ch.AskQuestion(ctx, conn, channel.Question{Text: "Sure?", Options: []string{"Yes", "No"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := w.expect(ctx, "question")
-	w.do(map[string]any{"action": "answer", "question": q["id"], "response": "Yes"})
-	if a := channeltest.Expect[channel.QuestionAnswered](ctx, t, ev, conn); a.QuestionID != qid || a.Response != "Yes" {
-		t.Fatalf("answer %+v", a)
-	}
-
-	rid, err := ch.RequestProof(ctx, conn, channel.ProofRequest{W3C: &channel.W3CRequest{CredentialType: "EmployeeCredential",
-		Issuers: []string{"did:key:z6Mkg5JPG6jzTYpXhDRGkPhBUkpauWtoXS2qoYGE5oEqaQY4"}, Formats: []string{"jsonld", "jwt"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pr := w.expect(ctx, "proof-request")
-	w.do(map[string]any{"action": "present", "request": pr["id"]})
-	res := channeltest.Expect[channel.PresentationResult](ctx, t, ev, conn)
-	if res.RequestID != rid || res.Outcome != channel.Verified || res.Claims["email"] != "ana@acme.corp" || res.Claims["roles"] != "employee,finance" {
-		t.Fatalf("result %+v", res)
-	}
-	if a := w.expect(ctx, "proof-answer"); a["accepted"] != true {
-		t.Fatalf("wallet answer %v", a)
-	}
-}
 
 // walletDID is the holder DID of the wallet kept in wdir (created when new).
 func walletDID(t *testing.T, wdir string) string {
@@ -154,8 +53,8 @@ func TestServeAndWallet(t *testing.T) {
 	cat := packCatalog(t, nil, "../../packs/demo/agent-pack.yaml")
 	wdir := filepath.Join(dir, "wallet")
 	credFile := issueFor(t, filepath.Join(dir, "ana.json"), walletDID(t, wdir), "email=ana@acme.corp", "name=Ana", "roles=employee")
-	w := &e2eWallet{walletProc: startWallet(t, wdir, "--invitation", inv, "--credential", credFile, "--name", "Ana", "--lang", "es"), ctx: ctx}
-	w.expect(ctx, "connected")
+	w := startWallet(ctx, t, "ana", wdir, "--invitation", inv, "--credential", credFile, "--name", "Ana", "--lang", "es")
+	w.next("connected")
 	w.text() // the greeting
 	// No LLM is configured: free text points to the commands, in Spanish.
 	if got, want := w.say("hola"), cat.T("es", "NO_LLM"); got != want {
