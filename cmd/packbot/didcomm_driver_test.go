@@ -90,7 +90,7 @@ func (e *e2e) invitation(ctx context.Context) string {
 	e.t.Helper()
 	var inv string
 	if err := pollUntil(ctx, 10*time.Millisecond, func() (bool, error) {
-		inv = invitationURL.FindString(e.serve.running().stdout.String())
+		inv = invitationURL.FindString(e.serve.running().output())
 		return inv != "", nil
 	}); err != nil {
 		e.t.Fatalf("no invitation printed: %v", err)
@@ -268,14 +268,6 @@ func (w *dcWallet) next(kind string) map[string]any {
 	w.read = i + 1
 	w.mu.Unlock()
 	return e
-}
-
-// stop ends the wallet process (its data stays for a restart).
-func (w *dcWallet) stop() {
-	w.t.Helper()
-	_ = w.in.Close()
-	err := <-w.done
-	w.done <- err // for the cleanup that waits for it too
 }
 
 // testWriter sends a process's stderr to the test log.

@@ -75,7 +75,7 @@ func testPoison(t *testing.T, key, value string) {
 		u := b.user("User", lang)
 		b.connected(t, u.conn)
 		b.received(t, u.conn, "profile", fmt.Sprintf(`"displayName":"User","preferredLanguage":%q`, lang))
-		u.textIs(ctx, t, 0, vaGreeting[lang])
+		u.textIs(ctx, t, 0, greeting(b.cat, lang))
 		return u
 	}
 	ana, bob := connect("es"), connect("en")

@@ -30,30 +30,18 @@ var servingAddr = regexp.MustCompile(`http://([0-9.]+:[0-9]+)`)
 
 // packbotProcess is packbot running as its own process (the test binary acting as main).
 type packbotProcess struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	logs   bytes.Buffer
-	stdout lockedBuffer
-	addr   chan string
-	done   chan error
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	logs bytes.Buffer // stderr and stdout, as they come
+	addr chan string
+	done chan error
 }
 
-// lockedBuffer is a bytes.Buffer safe for a process writing while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+// Write takes the process's stdout.
+func (p *packbotProcess) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.Write(b)
 }
 
 // startPackbot starts packbot in dir with only the given environment (no inherited variables).
@@ -68,7 +56,7 @@ func startPackbot(t *testing.T, dir string, env []string, args ...string) *packb
 		t.Fatal(err)
 	}
 	p := &packbotProcess{cmd: cmd, addr: make(chan string, 1), done: make(chan error, 1)}
-	cmd.Stdout = &p.stdout
+	cmd.Stdout = p
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func TestServeVSAgent(t *testing.T) {
 	s := newServe(t, t.TempDir(), "VS_AGENT_ADMIN_URL="+a.srv.URL)
 	a.addrs = []string{s.addr}
 	p := s.start()
-	if strings.Contains(p.stdout.String(), "invitation") {
+	if invitationURL.MatchString(p.output()) {
 		t.Fatal("the vsagent channel printed an invitation")
 	}
 	ctx := e2eCtx(t)

@@ -94,7 +94,12 @@ memory:
   window: 2
 `
 
-// vaGreeting is the pack's greeting for a guest, by language.
+// greeting is the pack's greeting for a guest in lang.
+func greeting(cat *i18n.Catalog, lang string) string {
+	return i18n.Greeting(cat.T(lang, i18n.GreetingKey), "")
+}
+
+// vaGreeting is the pack's greeting for a guest, by language (for vsagent_elicit_e2e_test.go).
 var vaGreeting = map[string]string{"en": "Hello! I am the approvals bank.", "es": "¡Hola! Soy el banco de aprobaciones."}
 
 // echo is the scripted LLM's answer to text.

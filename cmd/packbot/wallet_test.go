@@ -47,8 +47,8 @@ func TestServeAndWallet(t *testing.T) {
 	p := s.start()
 	var inv string
 	fatal(t, pollUntil(ctx, 10*time.Millisecond, func() (bool, error) { // the URL, then its QR code
-		inv = invitationURL.FindString(p.stdout.String())
-		return inv != "" && strings.Contains(p.stdout.String(), "█"), nil
+		inv = invitationURL.FindString(p.output())
+		return inv != "" && strings.Contains(p.output(), "█"), nil
 	}))
 	cat := packCatalog(t, nil, "../../packs/demo/agent-pack.yaml")
 	wdir := filepath.Join(dir, "wallet")
