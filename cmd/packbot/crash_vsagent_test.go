@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -145,6 +146,20 @@ func (l *vaLoad) finish(ctx context.Context, t *testing.T, dsn string) {
 			if n := len(slices.DeleteFunc(slices.Clone(texts), func(s string) bool { return s != notice })); n != 1 {
 				t.Errorf("the approver got the notice of the %d EUR request %d times", amount, n)
 			}
+		}
+		// Each round's outcome reached the requester once.
+		outcomes := 0
+		var res []*regexp.Regexp
+		for _, key := range []string{"APPROVAL_APPROVED_RESULT", "APPROVAL_APPROVED_FAILED", "APPROVAL_INTERRUPTED"} {
+			res = append(res, keyPattern(b.cat, "en", key, "tool", "approver", "result", "error"))
+		}
+		for _, s := range e2eTexts(firstPosts(b.agent.messages(l.req.conn))) {
+			if slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(s) }) {
+				outcomes++
+			}
+		}
+		if outcomes != l.appr.rounds {
+			t.Errorf("the requester got %d outcome notices for %d rounds", outcomes, l.appr.rounds)
 		}
 		checkNoErrorTexts(t, "the requester", b.cat, "en", e2eTexts(b.agent.messages(l.req.conn)))
 		checkNoErrorTexts(t, "the approver", b.cat, "en", texts)
