@@ -13,8 +13,6 @@ package main
 
 import (
 	"context"
-	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,54 +21,6 @@ import (
 	"github.com/packbot/packbot/mcp/demoserver"
 	"github.com/packbot/packbot/store/storetest"
 )
-
-// approvalRounds counts the approval rounds by outcome.
-type approvalRounds struct {
-	rounds, resolved int
-	outcomes         map[string]int
-	results          []int // the amounts whose result came back
-}
-
-// round: the requester asks for send_money of amount EUR and confirms; the approver is told
-// and its badge shows the request; it approves; the requester gets the outcome; both badges
-// go. Each step waits for its answer (redeliveries aside).
-func (f *approvalRounds) round(ctx context.Context, req, appr *vaUser, amount int) error {
-	from, apprFrom := req.mark(), appr.mark()
-	short, err := req.request(ctx, amount)
-	if err != nil {
-		return err
-	}
-	f.rounds++
-	notice := appr.b.cat.T(appr.lang, "APPROVAL_NEW", "requester", req.name, "tool", "send_money", "server", "bank", "summary", vaSummary(amount))
-	if _, err := appr.await(ctx, apprFrom, "APPROVAL_NEW", isText(notice)); err != nil {
-		return err
-	}
-	if err := appr.badge(ctx, "pending-approvals", "PENDING_APPROVALS", 1); err != nil {
-		return err
-	}
-	if err := req.badge(ctx, "my-approval-requests", "MY_APPROVAL_REQUESTS", 1); err != nil {
-		return err
-	}
-	resolved, err := appr.decide(ctx, req.name, short, amount)
-	if err != nil {
-		return err
-	}
-	if resolved {
-		f.resolved++
-	}
-	key, err := req.outcome(ctx, from, appr.name, amount)
-	if err != nil {
-		return err
-	}
-	f.outcomes[key]++
-	if key == "APPROVAL_APPROVED_RESULT" {
-		f.results = append(f.results, amount)
-	}
-	if err := appr.badge(ctx, "pending-approvals", "PENDING_APPROVALS", 0); err != nil {
-		return err
-	}
-	return req.badge(ctx, "my-approval-requests", "MY_APPROVAL_REQUESTS", 0)
-}
 
 // vaLoad is the load of a crash test: chats and approval rounds, until finish.
 type vaLoad struct {
@@ -92,7 +42,7 @@ func startVALoad(ctx context.Context, t *testing.T, dsn string) *vaLoad {
 	b.serves[0].start("MCP tool catalog updated")
 	load, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)
-	l := &vaLoad{b: b, ledger: openLedger(t, b.bank), chats: newChatters(4), stop: stop, appr: approvalRounds{outcomes: map[string]int{}}}
+	l := &vaLoad{b: b, ledger: openLedger(t, b.bank), chats: newChatters(4), stop: stop, appr: approvalRounds{server: "bank"}}
 	for _, c := range l.chats {
 		l.wg.Go(func() {
 			if err := c.run(ctx, load, b.agent, 3, 150*time.Millisecond); err != nil {
@@ -110,14 +60,8 @@ func startVALoad(ctx context.Context, t *testing.T, dsn string) *vaLoad {
 			t.Error(err)
 			return
 		}
-		for amount := 1; load.Err() == nil; amount++ {
-			rctx, cancel := context.WithTimeout(ctx, 45*time.Second)
-			err := l.appr.round(rctx, l.req, l.apr, amount)
-			cancel()
-			if err != nil {
-				t.Errorf("approval round of %d EUR: %v", amount, err)
-				return
-			}
+		if err := l.appr.run(ctx, load, vaSide{l.req}, vaSide{l.apr}, true); err != nil {
+			t.Error(err)
 		}
 	})
 	return l
@@ -137,32 +81,10 @@ func (l *vaLoad) finish(ctx context.Context, t *testing.T, dsn string) {
 	if err := storeSettled(ctx, dsn); err != nil {
 		t.Error(err)
 	}
-	executed := l.ledger.check(t, l.appr.rounds, l.appr.results)
 	if l.req != nil && l.apr != nil {
-		// Each round's APPROVAL_NEW reached the approver once, as one message.
-		texts := e2eTexts(firstPosts(b.agent.messages(l.apr.conn)))
-		for amount := 1; amount <= l.appr.rounds; amount++ {
-			notice := b.cat.T("en", "APPROVAL_NEW", "requester", "Ana", "tool", "send_money", "server", "bank", "summary", vaSummary(amount))
-			if n := len(slices.DeleteFunc(slices.Clone(texts), func(s string) bool { return s != notice })); n != 1 {
-				t.Errorf("the approver got the notice of the %d EUR request %d times", amount, n)
-			}
-		}
-		// Each round's outcome reached the requester once.
-		outcomes := 0
-		var res []*regexp.Regexp
-		for _, key := range []string{"APPROVAL_APPROVED_RESULT", "APPROVAL_APPROVED_FAILED", "APPROVAL_INTERRUPTED"} {
-			res = append(res, keyPattern(b.cat, "en", key, "tool", "approver", "result", "error"))
-		}
-		for _, s := range e2eTexts(firstPosts(b.agent.messages(l.req.conn))) {
-			if slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(s) }) {
-				outcomes++
-			}
-		}
-		if outcomes != l.appr.rounds {
-			t.Errorf("the requester got %d outcome notices for %d rounds", outcomes, l.appr.rounds)
-		}
+		l.appr.check(t, vaSide{l.req}, vaSide{l.apr}, l.ledger)
 		checkNoErrorTexts(t, "the requester", b.cat, "en", e2eTexts(b.agent.messages(l.req.conn)))
-		checkNoErrorTexts(t, "the approver", b.cat, "en", texts)
+		checkNoErrorTexts(t, "the approver", b.cat, "en", e2eTexts(b.agent.messages(l.apr.conn)))
 	}
 	for _, c := range l.chats {
 		checkNoErrorTexts(t, c.label, b.cat, "en", e2eTexts(b.agent.messages(c.conn)))
@@ -171,8 +93,6 @@ func (l *vaLoad) finish(ctx context.Context, t *testing.T, dsn string) {
 	b.serves[0].stop()
 	t.Logf("chat: %d connections: %v", len(l.chats), d)
 	t.Logf("webhooks: %d posts, %d not acknowledged and sent again", b.agent.posts.Load(), b.agent.refused.Load())
-	t.Logf("approvals: %d requested and approved, outcomes %v; send_money ran %d times; %d approver choices found the request resolved",
-		l.appr.rounds, l.appr.outcomes, executed, l.appr.resolved)
 	if d.acked == 0 || l.appr.rounds == 0 {
 		t.Errorf("no load: %d texts acknowledged, %d approval rounds", d.acked, l.appr.rounds)
 	}

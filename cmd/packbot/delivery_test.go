@@ -136,9 +136,9 @@ func openLedger(t *testing.T, bank *demoserver.Server) ledger {
 	return l
 }
 
-// check checks that each amount of 1..rounds was transferred at most once, and exactly once
+// check checks that each amount of 1..maxAmount was transferred at most once, and exactly once
 // when its requester got the result (results); it returns the number of executions.
-func (l ledger) check(t *testing.T, rounds int, results []int) int {
+func (l ledger) check(t *testing.T, maxAmount int, results []int) int {
 	t.Helper()
 	transfers, err := l.bank.Ledger().Transfers("", 0)
 	fatal(t, err)
@@ -151,8 +151,8 @@ func (l ledger) check(t *testing.T, rounds int, results []int) int {
 		}
 	}
 	for amount, n := range runs {
-		if n > 1 || amount < 1 || amount > rounds {
-			t.Errorf("send_money of %d EUR ran %d times (%d rounds)", amount, n, rounds)
+		if n > 1 || amount < 1 || amount > maxAmount {
+			t.Errorf("send_money of %d EUR ran %d times (amounts 1 to %d asked for)", amount, n, maxAmount)
 		}
 	}
 	for _, amount := range results {

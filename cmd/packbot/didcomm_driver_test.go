@@ -521,27 +521,6 @@ func (w *dcWallet) unansweredLocked() int {
 	return n
 }
 
-type dcQuestion struct {
-	id, text string
-	options  []string
-}
-
-// lastQuestion is the last question received.
-func (w *dcWallet) lastQuestion() (dcQuestion, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for i := len(w.events) - 1; i >= 0; i-- {
-		if e := w.events[i]; e["event"] == "question" {
-			q := dcQuestion{id: e["id"].(string), text: e["text"].(string)}
-			for _, o := range e["options"].([]any) {
-				q.options = append(q.options, o.(string))
-			}
-			return q, true
-		}
-	}
-	return dcQuestion{}, false
-}
-
 // count is the number of distinct texts (by message id) matching re.
 func (w *dcWallet) count(re *regexp.Regexp) int {
 	w.mu.Lock()
@@ -567,8 +546,8 @@ func (w *dcWallet) check(t *testing.T) delivery {
 	return checkDelivery(t, "wallet "+w.name, w.sent, w.textsLocked())
 }
 
-// keyPattern matches the texts of key in lang whatever the placeholders named in names hold; a
-// name given as "name=value" holds value.
+// keyPattern matches the texts of key in lang whatever the placeholders named in names hold
+// (each a group, in the order of the text); a name given as "name=value" holds value.
 func keyPattern(cat *i18n.Catalog, lang, key string, names ...string) *regexp.Regexp {
 	args := make([]string, 0, 2*len(names))
 	for i, n := range names {
@@ -580,7 +559,7 @@ func keyPattern(cat *i18n.Catalog, lang, key string, names ...string) *regexp.Re
 	}
 	s := regexp.QuoteMeta(cat.T(lang, key, args...))
 	for i := range names {
-		s = strings.ReplaceAll(s, fmt.Sprintf("\x00%d\x00", i), "(?s:.*)")
+		s = strings.ReplaceAll(s, fmt.Sprintf("\x00%d\x00", i), "((?s:.*))")
 	}
 	return regexp.MustCompile("^" + s + "$")
 }

@@ -104,13 +104,13 @@ func TestReplicas(t *testing.T) {
 	// whose replica is dead, goes: the refresh takes her connection over.
 	began := time.Now()
 	from := ana.mark()
-	_, err = bob.decide(ctx, "Ana", short, 5)
+	_, err = apDecide(ctx, vaSide{bob}, "Ana", "bank", short, 5)
 	fatal(t, err)
 	decided := time.Now()
 	fatal(t, carol.badge(ctx, "pending-approvals", "PENDING_APPROVALS", 0))
 	t.Logf("badge: Bob's decision took %v; Carol's menu (her replica killed) had lost the request %v after Bob was told",
 		decided.Sub(began).Round(time.Millisecond), time.Since(decided).Round(time.Millisecond))
-	key, err := ana.outcome(ctx, from, "Bob", 5)
+	key, err := apOutcome(ctx, vaSide{ana}, from)
 	if err != nil || key != "APPROVAL_APPROVED_RESULT" {
 		t.Errorf("Ana's outcome: %s, %v", key, err)
 	}
@@ -167,7 +167,7 @@ func checkBadges(ctx context.Context, t *testing.T, dsn string, lease func(strin
 			results[i] <- seen{time.Now(), err}
 		}()
 	}
-	short, err := ana.request(ctx, 5)
+	short, _, err := apRequest(ctx, vaSide{ana}, "bank", 5)
 	fatal(t, err)
 	fatal(t, ana.badge(ctx, "my-approval-requests", "MY_APPROVAL_REQUESTS", 1))
 

@@ -22,7 +22,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -625,101 +624,4 @@ func (u *vaUser) login(ctx context.Context, email, roles string) error {
 // vaSummary is the approvers' summary of the arguments of a send_money of amount EUR.
 func vaSummary(amount int) string {
 	return fmt.Sprintf(`recipient: "rcp-globex", amount: %d, currency: "EUR"`, amount)
-}
-
-// request makes requester u /call send_money of amount EUR and confirm it; it returns the short
-// id of the submitted request, read from the APPROVAL_SUBMITTED notice.
-func (u *vaUser) request(ctx context.Context, amount int) (string, error) {
-	cat := u.b.cat
-	from := u.mark()
-	if _, err := u.b.agent.text(ctx, u.conn, fmt.Sprintf(`/call send_money {"recipient":"rcp-globex","amount":%d,"currency":"EUR"}`, amount)); err != nil {
-		return "", err
-	}
-	prompt := cat.T(u.lang, "APPROVAL_CONFIRM", "tool", "send_money", "server", "bank", "roles", "finance-manager", "summary", vaSummary(amount))
-	q, err := u.await(ctx, from, "APPROVAL_CONFIRM", isQuestion(func(p string) bool { return p == prompt }))
-	if err != nil {
-		return "", err
-	}
-	from = u.mark()
-	if err := u.choose(ctx, q, "YES", isKey(cat, u.lang, "YES")); err != nil {
-		return "", err
-	}
-	const id = "\x00"
-	parts := strings.Split(cat.T(u.lang, "APPROVAL_SUBMITTED", "tool", "send_money", "id", id), id)
-	re := regexp.MustCompile("^" + regexp.QuoteMeta(parts[0]) + "([0-9a-f]{8})" + regexp.QuoteMeta(parts[1]) + "$")
-	sub, err := u.await(ctx, from, "APPROVAL_SUBMITTED", func(m e2ePosted) bool { return m.Type == "text" && re.MatchString(m.Content) })
-	if err != nil {
-		return "", err
-	}
-	return re.FindStringSubmatch(sub.Content)[1], nil
-}
-
-func isKey(cat *i18n.Catalog, lang, key string) func(string) bool {
-	want := cat.T(lang, key)
-	return func(s string) bool { return s == want }
-}
-
-// decide makes approver u open the pending approvals, choose the request short id of
-// requester (send_money of amount), check its details and approve it. It reports whether the
-// answer was that the request was resolved already (a kill after the vote's commit and before
-// the answer makes the choice come again).
-func (u *vaUser) decide(ctx context.Context, requester, short string, amount int) (resolved bool, err error) {
-	cat := u.b.cat
-	from := u.mark()
-	if err := u.selectMenu(ctx, "pending-approvals"); err != nil {
-		return false, err
-	}
-	list, err := u.await(ctx, from, "PENDING_TITLE", isQuestion(func(p string) bool { return p == cat.T(u.lang, "PENDING_TITLE") }))
-	if err != nil {
-		return false, err
-	}
-	item := cat.T(u.lang, "PENDING_OPTION", "requester", requester, "tool", "send_money", "server", "bank") + " #" + short
-	from = u.mark()
-	if err := u.choose(ctx, list, item, func(s string) bool { return s == item }); err != nil {
-		return false, err
-	}
-	want := keyPattern(cat, u.lang, "APPROVAL_DETAILS", "requester="+requester, "tool=send_money", "server=bank", "description",
-		"summary="+vaSummary(amount), "fingerprint", "expires")
-	details, err := u.await(ctx, from, "APPROVAL_DETAILS", isQuestion(func(p string) bool {
-		return want.MatchString(p)
-	}))
-	if err != nil {
-		return false, err
-	}
-	from = u.mark()
-	if err := u.choose(ctx, details, "APPROVE", isKey(cat, u.lang, "APPROVE")); err != nil {
-		return false, err
-	}
-	done := cat.T(u.lang, "APPROVAL_ALREADY_RESOLVED")
-	ans, err := u.await(ctx, from, "APPROVAL_YOU_APPROVED", isText(cat.T(u.lang, "APPROVAL_YOU_APPROVED", "requester", requester, "tool", "send_money"), done))
-	return err == nil && ans.Content == done, err
-}
-
-// outcome waits for the outcome notice of an approved send_money of amount after from: its
-// result (which must show a transfer of amount), its failure, or its interruption.
-func (u *vaUser) outcome(ctx context.Context, from int, approver string, amount int) (string, error) {
-	cat := u.b.cat
-	result := cat.T(u.lang, "APPROVAL_APPROVED_RESULT", "tool", "send_money", "approver", approver, "result", "")
-	failed := cat.T(u.lang, "APPROVAL_APPROVED_FAILED", "tool", "send_money", "approver", approver, "error", "")
-	interrupted := cat.T(u.lang, "APPROVAL_INTERRUPTED", "tool", "send_money")
-	out, err := u.await(ctx, from, "the outcome notice", func(m e2ePosted) bool {
-		return m.Type == "text" && (strings.HasPrefix(m.Content, result) || strings.HasPrefix(m.Content, failed) || m.Content == interrupted)
-	})
-	switch {
-	case err != nil:
-		return "", err
-	case out.Content == interrupted:
-		return "APPROVAL_INTERRUPTED", nil
-	case strings.HasPrefix(out.Content, failed):
-		return "APPROVAL_APPROVED_FAILED", nil
-	}
-	var r struct {
-		Transfer struct {
-			SourceAmount float64 `json:"sourceAmount"`
-		} `json:"transfer"`
-	}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(out.Content, result)), &r); err != nil || r.Transfer.SourceAmount != float64(amount) {
-		return "", fmt.Errorf("send_money of %d EUR: the result shows another transfer (%v): %q", amount, err, out.Content)
-	}
-	return "APPROVAL_APPROVED_RESULT", nil
 }
