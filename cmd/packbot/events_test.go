@@ -1,11 +1,10 @@
 package main
 
-// TestEventsPoison: a poison event in a real `packbot serve` process (vsagent channel, fake VS
-// Agent admin API of e2e_vsagent_admin_test.go, scripted LLM), on PostgreSQL and on SQLite: the flow
-// panics on one message, other connections are answered meanwhile, the event is parked after
-// its retries with an apology to its user, `packbot events parked` lists it (never its
-// content), and `packbot events replay` hands it back to a packbot without the bug, which
-// answers it.
+// TestEventsPoison: a poison event in a real `packbot serve` process (the VS Agent driver of
+// vsagent_driver_test.go), on PostgreSQL and on SQLite: the flow panics on one message, other
+// connections are answered meanwhile, the event is parked after its retries with an apology to
+// its user, `packbot events parked` lists it (never its content), and `packbot events replay`
+// hands it back to a packbot without the bug, which answers it.
 
 import (
 	"bufio"
@@ -17,17 +16,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/packbot/packbot/agent/agenttest"
 	"github.com/packbot/packbot/bot"
 	"github.com/packbot/packbot/channel"
-	"github.com/packbot/packbot/i18n"
-	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/mcp/demoserver"
 	"github.com/packbot/packbot/store/storetest"
 )
 
@@ -53,112 +49,49 @@ func poisonHook() func(channel.Event) {
 	}
 }
 
-// poisonPack: a language model (the scripted echo), greeting once the profile is known, English
-// and Spanish; no MCP server.
-const poisonPack = `metadata:
-  id: e2e-poison
-  displayName: E2E Poison
-  defaultLanguage: en
-languages:
-  en:
-    greetingMessage: "Hello! I am the poison bot."
-  es:
-    greetingMessage: "¡Hola! Soy el bot del veneno."
-llm:
-  provider: openai
-  model: poison-model
-  baseUrl: %s
-flows:
-  welcome:
-    enabled: true
-    sendOnProfile: true
-`
-
-var poisonGreeting = map[string]string{"en": "Hello! I am the poison bot.", "es": "¡Hola! Soy el bot del veneno."}
-
 func TestEventsPoison(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		dsn := storetest.PostgresDSN(t)
-		testPoison(t, []string{"DATABASE_URL=" + dsn}, map[string]string{"DATABASE_URL": dsn})
+		testPoison(t, "DATABASE_URL", dsn)
 	})
 	t.Run("sqlite", func(t *testing.T) {
-		data := filepath.Join(t.TempDir(), "data")
-		testPoison(t, []string{"PACKBOT_DATA_DIR=" + data}, map[string]string{"PACKBOT_DATA_DIR": data})
+		testPoison(t, "PACKBOT_DATA_DIR", filepath.Join(t.TempDir(), "data"))
 	})
 }
 
-// poisonUser is one wallet connection of the poison test.
-type poisonUser struct {
-	conn, lang string
-}
-
-// testPoison runs the scenario on the store that storeEnv (for serve) and cliEnv (for the
-// in-process `packbot events`) name.
-func testPoison(t *testing.T, storeEnv []string, cliEnv map[string]string) {
+// testPoison runs the scenario on the store that the variable key set to value names, for
+// serve and for the in-process `packbot events`.
+func testPoison(t *testing.T, key, value string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	llm := agenttest.New(t)
-	admin := newE2EAdmin(t)
-	dir := t.TempDir()
-	pack := filepath.Join(dir, "agent-pack.yaml")
-	if err := os.WriteFile(pack, fmt.Appendf(nil, poisonPack, llm.URL), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p, err := packs.Load(packs.Options{Path: pack})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := i18n.New(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := append([]string{
-		"PACKBOT_CHANNEL=vsagent",
-		"VS_AGENT_ADMIN_URL=" + admin.srv.URL,
-		"PACKBOT_HTTP_ADDR=127.0.0.1:0",
-		"AGENT_PACK_PATH=" + pack,
-	}, storeEnv...)
+	cliEnv := map[string]string{key: value}
+	b := newVABot(t, 1, vaPack, &demoserver.Options{Name: "bank"}, key+"="+value)
+	s := b.serves[0]
+	env := s.env
 	poison := "detonate " + uuid.NewString()[:8]
-	serve := func(extra ...string) *e2eBot {
-		proc := startPackbot(t, dir, append(slices.Clone(env), extra...), "serve")
-		b := &e2eBot{p: proc, addr: proc.waitServing(t), admin: admin, llm: llm}
-		proc.waitLog(t, `msg="bot running"`)
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("packbot logs:\n%s", proc.output())
-			}
-		})
-		return b
-	}
-	b := serve(envPoison + "=" + poison)
-	connect := func(lang string) poisonUser {
-		u := poisonUser{conn: uuid.NewString(), lang: lang}
+	s.env = append(slices.Clone(env), envPoison+"="+poison)
+	s.start(`msg="bot running"`)
+	connect := func(lang string) *vaUser {
+		u := b.user("User", lang)
 		b.connected(t, u.conn)
 		b.received(t, u.conn, "profile", fmt.Sprintf(`"displayName":"User","preferredLanguage":%q`, lang))
-		if msgs, err := admin.waitFor(ctx, u.conn, hasText(func(s string) bool { return s == poisonGreeting[lang] })); err != nil {
-			t.Fatalf("no greeting in %s (%v): %q", lang, err, e2eTexts(msgs))
-		}
+		u.textIs(ctx, t, 0, greeting(b.cat, lang))
 		return u
 	}
 	ana, bob := connect("es"), connect("en")
-	apology := cat.T("es", "PARKED_APOLOGY")
 	// texts are what ana was sent after her greeting.
-	texts := func() []string {
-		all := e2eTexts(admin.messages(ana.conn))
-		return all[slices.Index(all, poisonGreeting["es"])+1:]
-	}
+	texts := func() []string { return e2eTexts(b.agent.messages(ana.conn))[1:] }
 
 	// Ana's poison message, and one after it, queued behind it.
 	start := time.Now()
 	b.text(t, ana.conn, poison)
 	b.text(t, ana.conn, "after the poison")
-	b.p.waitLog(t, "panic while handling an event")
+	s.running().waitLog(t, "panic while handling an event")
 
 	// Bob is answered while ana's event fails and waits for its next attempt.
+	from := bob.mark()
 	b.text(t, bob.conn, "hello while ana's event fails")
-	if msgs, err := admin.waitFor(ctx, bob.conn, hasText(func(s string) bool { return s == "you said: hello while ana's event fails" })); err != nil {
-		t.Fatalf("bob not answered while ana's event failed (%v): %q", err, e2eTexts(msgs))
-	}
+	bob.textIs(ctx, t, from, echo("hello while ana's event fails"))
 	if got := texts(); len(got) != 0 {
 		t.Fatalf("ana was sent %q before her event was parked", got)
 	}
@@ -166,15 +99,14 @@ func testPoison(t *testing.T, storeEnv []string, cliEnv map[string]string) {
 
 	// After its last attempt the event is parked, ana gets the apology in Spanish, and her next
 	// message is answered.
-	if _, err := admin.waitFor(ctx, ana.conn, func([]e2ePosted) bool { return len(texts()) >= 2 }); err != nil {
+	if _, err := b.agent.waitFor(ctx, ana.conn, func([]e2ePosted) bool { return len(texts()) >= 2 }); err != nil {
 		t.Fatalf("ana: no apology and answer (%v): %q", err, texts())
 	}
-	parkedAfter := time.Since(start)
-	if got, want := texts(), []string{apology, "you said: after the poison"}; !slices.Equal(got, want) {
+	if got, want := texts(), []string{b.cat.T("es", "PARKED_APOLOGY"), echo("after the poison")}; !slices.Equal(got, want) {
 		t.Fatalf("ana was sent %q, want the apology (PARKED_APOLOGY, es) then the answer to her next message %q", got, want)
 	}
 	t.Logf("bob answered %v after ana's poison message; ana's event parked, apology sent %v after it",
-		bobAnswered.Round(time.Millisecond), parkedAfter.Round(time.Millisecond))
+		bobAnswered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 
 	// packbot events parked lists it, with its reason and not its content.
 	code, out, errOut := cli(t, cliEnv, "events", "parked", "--json")
@@ -212,14 +144,11 @@ func testPoison(t *testing.T, storeEnv []string, cliEnv map[string]string) {
 		t.Errorf("the listing shows the message's content:\n%s%s", out, jsonOut)
 	}
 
-	// Stop the buggy packbot; start one without the hook, and replay the event: it is answered.
-	if err := b.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-b.p.done; err != nil {
-		t.Fatalf("exit after SIGTERM: %v", err)
-	}
-	b = serve()
+	// Stop the buggy packbot (SIGTERM, exit 0); start one without the hook, and replay the
+	// event: it is answered.
+	s.stop()
+	s.env = env
+	s.start(`msg="bot running"`)
 	if code, _, errOut := cli(t, cliEnv, "events", "replay", "999999999"); code != 1 || !strings.Contains(errOut, "event 999999999 is not parked") {
 		t.Errorf("events replay of an unknown id: exit %d: %s", code, errOut)
 	}
@@ -228,12 +157,11 @@ func testPoison(t *testing.T, storeEnv []string, cliEnv map[string]string) {
 		t.Fatalf("events replay %s: exit %d, %q (want %q) %s", id, code, out, want, errOut)
 	}
 	replayed := time.Now()
-	want := "you said: " + poison
-	if _, err := admin.waitFor(ctx, ana.conn, func([]e2ePosted) bool { return len(texts()) >= 3 }); err != nil {
+	if _, err := b.agent.waitFor(ctx, ana.conn, func([]e2ePosted) bool { return len(texts()) >= 3 }); err != nil {
 		t.Fatalf("the replayed event was not answered (%v): %q", err, texts())
 	}
-	if got := texts()[2:]; !slices.Equal(got, []string{want}) {
-		t.Errorf("after the replay ana was sent %q, want %q", got, want)
+	if got := texts()[2:]; !slices.Equal(got, []string{echo(poison)}) {
+		t.Errorf("after the replay ana was sent %q, want %q", got, echo(poison))
 	}
 	t.Logf("replayed event answered %v after `packbot events replay`", time.Since(replayed).Round(time.Millisecond))
 	if code, out, _ := cli(t, cliEnv, "events", "parked"); code != 0 || out != "no parked events\n" {
@@ -241,18 +169,10 @@ func testPoison(t *testing.T, storeEnv []string, cliEnv map[string]string) {
 	}
 
 	// Bob was never told anything went wrong; the packbot without the hook logged no error.
-	for _, s := range e2eTexts(admin.messages(bob.conn)) {
-		if s != poisonGreeting["en"] && !strings.HasPrefix(s, "you said: ") {
-			t.Errorf("bob was sent %q", s)
-		}
-	}
-	if err := b.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-b.p.done; err != nil {
-		t.Errorf("exit after SIGTERM: %v", err)
-	}
-	if logs := b.p.output(); strings.Contains(logs, "level=ERROR") {
+	checkNoErrorTexts(t, "bob", b.cat, "en", e2eTexts(b.agent.messages(bob.conn)))
+	last := s.running()
+	s.stop()
+	if logs := last.output(); strings.Contains(logs, "level=ERROR") {
 		t.Errorf("packbot without the hook logged errors:\n%s", logs)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -96,12 +95,7 @@ func TestMCPSmokeOverHTTP(t *testing.T) {
 }
 
 func TestMCPSmokeFailures(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().String()
-	_ = l.Close()
+	closed := freeAddr(t)
 	html := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		_, _ = w.Write([]byte("<html>not MCP</html>"))
@@ -134,12 +128,7 @@ func TestMCPSmokeFailures(t *testing.T) {
 }
 
 func TestMCPDemoServerOverHTTP(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
+	addr := freeAddr(t)
 	p := startPackbot(t, t.TempDir(), nil, "mcp", "demo-server", "--http", addr, "--token", "s3")
 	p.waitLog(t, "demo MCP server listening")
 	path := writeMCPPack(t, `    - name: demo

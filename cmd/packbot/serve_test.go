@@ -1,147 +1,20 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store/sqlstore"
 )
-
-// servingAddr finds the address in the "packbot serving" log line, text or JSON.
-var servingAddr = regexp.MustCompile(`http://([0-9.]+:[0-9]+)`)
-
-// packbotProcess is packbot running as its own process (the test binary acting as main).
-type packbotProcess struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	logs   bytes.Buffer
-	stdout lockedBuffer
-	addr   chan string
-	done   chan error
-}
-
-// lockedBuffer is a bytes.Buffer safe for a process writing while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// startPackbot starts packbot in dir with only the given environment (no inherited variables).
-func startPackbot(t *testing.T, dir string, env []string, args ...string) *packbotProcess {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Dir = dir
-	cmd.Env = append([]string{"PACKBOT_TEST_AS_MAIN=1"}, env...)
-	cmd.SysProcAttr = childOfTest()
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &packbotProcess{cmd: cmd, addr: make(chan string, 1), done: make(chan error, 1)}
-	cmd.Stdout = &p.stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.logs.WriteString(line + "\n")
-			p.mu.Unlock()
-			if m := servingAddr.FindStringSubmatch(line); m != nil && strings.Contains(line, "packbot serving") {
-				p.addr <- m[1]
-			}
-		}
-		p.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-		}
-	})
-	return p
-}
-
-func (p *packbotProcess) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
-}
-
-// waitLog waits until the logs hold want, and fails if packbot exits first.
-func (p *packbotProcess) waitLog(t *testing.T, want string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for !strings.Contains(p.output(), want) {
-		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("packbot exited before logging %q (%v):\n%s", want, err, p.output())
-		case <-ctx.Done():
-			t.Fatalf("packbot never logged %q:\n%s", want, p.output())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// waitServing returns the address packbot serves on, or fails if it exits first.
-func (p *packbotProcess) waitServing(t *testing.T) string {
-	t.Helper()
-	select {
-	case addr := <-p.addr:
-		return addr
-	case err := <-p.done:
-		t.Fatalf("packbot exited before serving (%v):\n%s", err, p.output())
-	}
-	return ""
-}
-
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err := errors.Join(err, resp.Body.Close()); err != nil {
-		t.Fatalf("GET %s: read body: %v", url, err)
-	}
-	return resp.StatusCode, string(body)
-}
 
 // TestServeEmbeddedDefault: with no configuration but a free port, serve starts on SQLite with
 // the demo pack, answers /healthz, /readyz and /metrics, and exits 0 on SIGTERM. The default
@@ -152,11 +25,9 @@ func TestServeEmbeddedDefault(t *testing.T) {
 		t.Fatalf("serve --help (exit %d) does not give the default address:\n%s", code, out)
 	}
 	dir := t.TempDir()
-	p := startPackbot(t, dir, []string{"PACKBOT_HTTP_ADDR=127.0.0.1:0"}, "serve")
-	addr := p.waitServing(t)
-	if host, port, err := net.SplitHostPort(addr); err != nil || host != "127.0.0.1" || port == "0" {
-		t.Fatalf("serving on %s (%v), want loopback on a free port", addr, err)
-	}
+	s := newServe(t, dir)
+	p := s.start()
+	addr := s.addr
 	if code, body := get(t, "http://"+addr+"/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/healthz %d %q", code, body)
 	}
@@ -169,12 +40,7 @@ func TestServeEmbeddedDefault(t *testing.T) {
 	}
 	// The demo pack's MCP server (this binary, over stdio) connects in the background.
 	p.waitLog(t, `msg="MCP session open" component=mcp server=bank protocol=2026-07-28 tools=9`)
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-p.done; err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.output())
-	}
+	s.stop()
 	logs := p.output()
 	for _, want := range []string{"source=embedded:packs/demo/agent-pack.yaml", `backend="sqlite data/packbot.db"`, "msg=stopped"} {
 		if !strings.Contains(logs, want) {
@@ -188,15 +54,9 @@ func TestServeEmbeddedDefault(t *testing.T) {
 
 func TestServeSIGINTAndJSONLogs(t *testing.T) {
 	dir := t.TempDir()
-	p := startPackbot(t, dir, []string{"PACKBOT_HTTP_ADDR=127.0.0.1:0", "PACKBOT_LOG_FORMAT=json"}, "serve", "--data-dir", "state")
-	addr := p.waitServing(t)
-	if code, _ := get(t, "http://"+addr+"/healthz"); code != 200 {
-		t.Fatalf("/healthz %d", code)
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGINT)
-	if err := <-p.done; err != nil {
-		t.Fatalf("exit after SIGINT: %v\n%s", err, p.output())
-	}
+	s := newServe(t, dir, "PACKBOT_LOG_FORMAT=json", "PACKBOT_DATA_DIR=state")
+	p := s.start()
+	p.signal(t, syscall.SIGINT)
 	if !strings.Contains(p.output(), `"msg":"stopped"`) {
 		t.Fatalf("json logs:\n%s", p.output())
 	}
@@ -249,49 +109,24 @@ func TestReadyzReportsStoreDown(t *testing.T) {
 	}
 }
 
-// TestServeVSAgent: with VS_AGENT_ADMIN_URL set, serve uses the vsagent channel: its webhooks are
-// mounted on packbot's server, and answers go to the VS Agent's admin API.
+// TestServeVSAgent: with VS_AGENT_ADMIN_URL set (no PACKBOT_CHANNEL), serve uses the vsagent
+// channel: it prints no invitation, its webhooks are mounted on packbot's server, and answers go
+// to the VS Agent's admin API.
 func TestServeVSAgent(t *testing.T) {
-	posted := make(chan map[string]any, 16)
-	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var m map[string]any
-		_ = json.NewDecoder(r.Body).Decode(&m)
-		if r.URL.Path == "/v1/message" {
-			posted <- m
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"%s"}`, uuid.NewString())
-	}))
-	defer admin.Close()
-	dir := t.TempDir()
-	p := startPackbot(t, dir, []string{"PACKBOT_HTTP_ADDR=127.0.0.1:0", "VS_AGENT_ADMIN_URL=" + admin.URL}, "serve")
-	addr := p.waitServing(t)
-	if strings.Contains(p.stdout.String(), "invitation") {
+	a := newVSAgent(t)
+	s := newServe(t, t.TempDir(), "VS_AGENT_ADMIN_URL="+a.srv.URL)
+	a.addrs = []string{s.addr}
+	p := s.start()
+	if invitationURL.MatchString(p.output()) {
 		t.Fatal("the vsagent channel printed an invitation")
 	}
-	webhook := func(route, body string) {
-		resp, err := http.Post("http://"+addr+route, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s: %d", route, resp.StatusCode)
-		}
-	}
-	webhook("/connection-state-updated", `{"type":"connection-state-updated","connectionId":"c1","invitationId":"i1","state":"completed","timestamp":"2026-01-01T00:00:00Z"}`)
-	webhook("/message-received", `{"type":"message-received","timestamp":"2026-01-01T00:00:00Z","message":{"type":"text","id":"m1","connectionId":"c1","timestamp":"2026-01-01T00:00:00Z","content":"hi"}}`)
-	for {
-		select {
-		case m := <-posted:
-			// No LLM is configured: free text gets the pointer to the commands.
-			if m["type"] == "text" && strings.HasPrefix(fmt.Sprint(m["content"]), "No language model is configured") && m["connectionId"] == "c1" {
-				return
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("no answer posted to the VS Agent")
-		}
-	}
+	ctx := e2eCtx(t)
+	fatal(t, a.connected(ctx, "c1"))
+	_, err := a.text(ctx, "c1", "hi")
+	fatal(t, err)
+	// No LLM is configured in the demo pack: free text gets the pointer to the commands.
+	u := &vaUser{b: &vaBot{agent: a}, conn: "c1", lang: "en", name: "c1"}
+	u.textIs(ctx, t, 0, packCatalog(t, nil, "../../packs/demo/agent-pack.yaml").T("en", "NO_LLM"))
 }
 
 func TestDefaultPublicURL(t *testing.T) {

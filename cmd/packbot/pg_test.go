@@ -1,14 +1,12 @@
 package main
 
-// Helpers for the crash tests (crash_*_test.go): a packbot process that is killed and started
-// again on the same address, the seeded randomness of the kill moments, and a private
-// PostgreSQL cluster that a test may restart. They know nothing of any channel.
+// PostgreSQL for the process tests: a private cluster that a test may restart, and the wait
+// until a bot's store has nothing left to do.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -16,173 +14,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/packbot/packbot/store"
 )
-
-// crashRand returns the random source of a crash test, seeded from PACKBOT_CRASH_SEED when set
-// (to replay a run) and otherwise from the clock; the seed is logged.
-func crashRand(t *testing.T) *rand.Rand {
-	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("PACKBOT_CRASH_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("PACKBOT_CRASH_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Logf("crash seed %d (PACKBOT_CRASH_SEED=%d replays it)", seed, seed)
-	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-}
-
-// freeLoopbackAddr returns a 127.0.0.1 address whose port was free a moment ago, for a
-// process that restarts to keep for the whole test. The port is below the kernel's range of
-// ephemeral ports: while the process is down, no outgoing connection can take it as its own
-// local port (then the restarted process could not listen on it).
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil && v > 2048 {
-				low = v
-			}
-		}
-	}
-	for range 100 {
-		port := 1024 + rand.IntN(low-1024)
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		addr := ln.Addr().String()
-		if err := ln.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return addr
-	}
-	t.Fatalf("no free port below %d", low)
-	return ""
-}
-
-// restartable is `packbot <args>` that a test kills (SIGKILL) and starts again, always in the
-// same directory, with the same environment and on the same address (the environment must pin
-// it, e.g. PACKBOT_HTTP_ADDR).
-type restartable struct {
-	t    *testing.T
-	dir  string
-	env  []string
-	args []string
-	addr string
-
-	mu     sync.Mutex
-	cur    *packbotProcess
-	starts int
-	kills  int
-	logs   []string // the logs of every process that ended, in order
-}
-
-func newRestartable(t *testing.T, dir, addr string, env []string, args ...string) *restartable {
-	r := &restartable{t: t, dir: dir, env: env, args: args, addr: addr}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("logs of the last packbot process:\n%s", lastLines(r.output(), 200))
-		}
-	})
-	return r
-}
-
-// start starts a process and waits until it serves on the pinned address.
-func (r *restartable) start() *packbotProcess {
-	r.t.Helper()
-	p := startPackbot(r.t, r.dir, r.env, r.args...)
-	if addr := p.waitServing(r.t); addr != r.addr {
-		r.t.Fatalf("packbot serves on %s, want %s", addr, r.addr)
-	}
-	r.mu.Lock()
-	r.cur = p
-	r.starts++
-	r.mu.Unlock()
-	return p
-}
-
-// kill sends SIGKILL to the running process and waits until it is gone.
-func (r *restartable) kill() {
-	r.t.Helper()
-	r.mu.Lock()
-	p := r.cur
-	r.mu.Unlock()
-	if p == nil {
-		r.t.Fatal("kill: no process running")
-	}
-	if err := p.cmd.Process.Kill(); err != nil {
-		r.t.Fatalf("kill: %v", err)
-	}
-	if err := <-p.done; err == nil {
-		r.t.Log("kill: the process had exited already")
-	}
-	p.done <- errors.New("killed")
-	r.mu.Lock()
-	r.cur = nil
-	r.kills++
-	r.logs = append(r.logs, p.output())
-	r.mu.Unlock()
-}
-
-// running is the current process, or nil.
-func (r *restartable) running() *packbotProcess {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cur
-}
-
-// killCount is the number of kills so far.
-func (r *restartable) killCount() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.kills
-}
-
-// output is the logs of every process so far, the running one last.
-func (r *restartable) output() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	all := slices.Clone(r.logs)
-	if r.cur != nil {
-		all = append(all, r.cur.output())
-	}
-	return strings.Join(all, "---- restart ----\n")
-}
-
-// killLoop kills the running process at random moments — after a delay drawn uniformly from
-// [0, maxDelay) once it serves — n times, starting it again after each kill. It returns early
-// (with the process running or not) when ctx ends.
-func (r *restartable) killLoop(ctx context.Context, rng *rand.Rand, n int, maxDelay time.Duration) {
-	r.t.Helper()
-	for range n {
-		d := time.Duration(rng.Int64N(int64(maxDelay)))
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C: // the kill moment, chosen at random: not a wait for anything
-		}
-		r.kill()
-		r.start()
-	}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
 
 // pgCluster is a private PostgreSQL cluster for one test (initdb in a temporary folder, its
 // own port), which the test may restart without disturbing the system cluster other tests use.
@@ -247,7 +85,7 @@ func startPGCluster(t *testing.T) *pgCluster {
 		}
 		c.asUser = "postgres"
 	}
-	_, port, _ := net.SplitHostPort(freeLoopbackAddr(t))
+	_, port, _ := net.SplitHostPort(freeAddr(t))
 	c.port, _ = strconv.Atoi(port)
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -312,4 +150,32 @@ func (c *pgCluster) run(ctx context.Context, prog string, args ...string) (strin
 func (c *pgCluster) log() string {
 	b, _ := os.ReadFile(filepath.Join(c.dir, "log"))
 	return lastLines(string(b), 40)
+}
+
+// storeSettled waits until the store at dsn has nothing left to do for conns (all
+// connections when empty): no event not done in the inbox, nothing in the outbox, no approval
+// pending or executing; a parked event is an error.
+func storeSettled(ctx context.Context, dsn string, conns ...string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	var inbox, parked, outbox, approvals int
+	err = pollUntil(ctx, 20*time.Millisecond, func() (bool, error) {
+		err := conn.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM inbox WHERE state = 'pending' AND (coalesce(cardinality($3::text[]), 0) = 0 OR connection_id = ANY($3))),
+			(SELECT count(*) FROM inbox WHERE state = 'parked'),
+			(SELECT count(*) FROM outbox WHERE coalesce(cardinality($3::text[]), 0) = 0 OR connection_id = ANY($3)),
+			(SELECT count(*) FROM approvals WHERE status = $1 OR exec = $2)`,
+			store.ApprovalPending, store.ExecClaimed, conns).Scan(&inbox, &parked, &outbox, &approvals)
+		return err == nil && inbox == 0 && outbox == 0 && approvals == 0, err
+	})
+	if err != nil {
+		return fmt.Errorf("the store never settled: %d events pending, %d messages in the outbox, %d approvals open: %w", inbox, outbox, approvals, err)
+	}
+	if parked > 0 {
+		return fmt.Errorf("%d events parked", parked)
+	}
+	return nil
 }
