@@ -18,14 +18,6 @@ var bankScript = agenttest.Keywords(
 	agenttest.Rule{Contains: "rate", Call: agenttest.ToolCall{Name: "get_exchange_rate", Arguments: `{"from":"EUR","to":"USD"}`}},
 )
 
-func lastRequest(h *harness) agenttest.Request {
-	reqs := h.llm.Requests()
-	if len(reqs) == 0 {
-		h.t.Fatal("the LLM got no request")
-	}
-	return reqs[len(reqs)-1]
-}
-
 func optionIDs(m channel.Menu) []string {
 	ids := make([]string, len(m.Options))
 	for i, o := range m.Options {

@@ -111,16 +111,15 @@ mcp:
 // harness is a bot on the memory channel, with real MCP servers, a scripted LLM and a real
 // store.
 type harness struct {
-	t       testing.TB
-	ch      *channeltest.Memory
-	st      store.Store
-	llm     *agenttest.Server
-	bank    *demoserver.Server
-	vault   *demoserver.Server
-	records *demoserver.Server
-	pool    *mcp.Pool
-	appr    *approvals.Service
-	as      *oauthtest.AuthServer
+	t     testing.TB
+	ch    *channeltest.Memory
+	st    store.Store
+	llm   *agenttest.Server
+	bank  *demoserver.Server
+	vault *demoserver.Server
+	pool  *mcp.Pool
+	appr  *approvals.Service
+	as    *oauthtest.AuthServer
 	// offset moves the approvals' clock (expiry tests).
 	offset atomic.Int64
 	bot    *bot.Bot
@@ -164,11 +163,6 @@ type harnessOptions struct {
 	idle time.Duration
 	// quiet discards the logs (a test that makes thousands of events, or measures the heap).
 	quiet bool
-	// writes adds the server "records": HollyHR-shaped writes (demoserver's Writes) that ask
-	// the user through elicitation, open to everyone.
-	writes bool
-	// elicitTimeout is the engine's ElicitTimeout (0: its default).
-	elicitTimeout time.Duration
 	// acceptWait is the bot's AcceptWait (0: its default).
 	acceptWait time.Duration
 }
@@ -248,20 +242,6 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
       authentication: {mode: oauth2}
 `
 	}
-	if o.writes {
-		h.records = demoserver.New(&demoserver.Options{Name: "records", Writes: true})
-		rs := httptest.NewServer(h.records.Handler())
-		t.Cleanup(rs.Close)
-		env["RECORDS_URL"] = rs.URL + "/mcp"
-		servers += `
-    - name: records
-      url: "${RECORDS_URL}"
-      sampling: {enabled: true, maxTokens: 50}
-      toolAccess:
-        roles:
-          guest: [prepare_api_write, commit_api_write, request_time_off, export_records, link_account, summarize_record]
-`
-	}
 	if o.authRequired {
 		env["AUTH_REQ"] = "true"
 	}
@@ -291,7 +271,6 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		if model, err = agent.New(agent.Config{Provider: agent.ProviderOpenAI, Model: "scripted", BaseURL: h.llm.URL, Logger: log}); err != nil {
 			t.Fatal(err)
 		}
-		cfg.Sampler = flows.NewSampler(model)
 	}
 	var om *oauth.Manager
 	if o.oauth {
@@ -325,7 +304,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	}
 	h.ch = channeltest.NewMemory()
 	d := flows.Deps{Pack: p, Catalog: h.cat, Store: h.st, MCP: h.pool, Keyring: kr, Channel: channel.CapabilitiesOf(h.ch), Logger: log,
-		Approvals: h.appr, ElicitTimeout: o.elicitTimeout}
+		Approvals: h.appr}
 	if om != nil {
 		d.OAuth = om
 	}

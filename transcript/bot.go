@@ -69,7 +69,11 @@ type world struct {
 	llm   *agenttest.Server
 	queue *llmQueue
 	bank  *demoserver.Server
-	appr  *approvals.Service
+	// records is the HR server: demoserver's Writes (elicitation, progress, sampling).
+	records *demoserver.Server
+	appr    *approvals.Service
+	// logPath is the file of everything the bot logged, at debug level (logs: never).
+	logPath string
 	// offset moves the approvals' clock (expiry).
 	offset atomic.Int64
 	// stop stops the bot, the pool and the channel; safe to call more than once.
@@ -101,7 +105,7 @@ func (l *llmQueue) answer(r agenttest.Request) agenttest.Response {
 }
 
 // newWorld builds the bot on ch and runs it (with ch) until the test ends.
-func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, openStore func(testing.TB) store.Store) *world {
+func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, openStore func(testing.TB) store.Store, elicitTimeout time.Duration) *world {
 	t.Helper()
 	w := &world{t: t, queue: &llmQueue{}}
 	ctx := context.Background()
@@ -118,6 +122,13 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 	vault := demoserver.New(&demoserver.Options{Name: "vault", Token: VaultToken})
 	vaultSrv := httptest.NewServer(vault.Handler())
 	t.Cleanup(vaultSrv.Close)
+	w.records = demoserver.New(&demoserver.Options{Name: "records", Writes: true})
+	recordsSrv := httptest.NewServer(w.records.Handler())
+	t.Cleanup(func() {
+		// A scenario that failed may leave a call waiting for its user's answer: end it.
+		recordsSrv.CloseClientConnections()
+		recordsSrv.Close()
+	})
 
 	if !strings.Contains(pack, authMarker) {
 		t.Fatal("pack.yaml lost the line where the credential request goes")
@@ -126,12 +137,20 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 	if err := os.WriteFile(filepath.Join(dir, "agent-pack.yaml"), []byte(strings.Replace(pack, authMarker, authYAML(proof), 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"LLM_URL": w.llm.URL, "BANK_URL": bankSrv.URL + "/mcp", "VAULT_URL": vaultSrv.URL + "/mcp"}
+	env := map[string]string{"LLM_URL": w.llm.URL, "BANK_URL": bankSrv.URL + "/mcp", "VAULT_URL": vaultSrv.URL + "/mcp",
+		"RECORDS_URL": recordsSrv.URL + "/mcp"}
 	p, err := packs.Load(packs.Options{Path: dir, Env: packs.MapEnv(env)})
 	if err != nil {
 		t.Fatalf("load the transcripts' pack: %v", err)
 	}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	w.logPath = filepath.Join(dir, "bot.log")
+	logFile, err := os.Create(w.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logFile.Close() })
+	log := slog.New(slog.NewMultiHandler(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}),
+		slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	key, err := secret.ParseKey(testKey)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +163,7 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 	if err != nil {
 		t.Fatalf("open the scripted model: %v", err)
 	}
-	pool, err := mcp.New(mcp.Config{Servers: p.MCP.Servers, Credentials: st, Keyring: kr, Logger: log})
+	pool, err := mcp.New(mcp.Config{Servers: p.MCP.Servers, Credentials: st, Keyring: kr, Logger: log, Sampler: flows.NewSampler(model)})
 	if err != nil {
 		t.Fatalf("open the MCP pool: %v", err)
 	}
@@ -160,7 +179,7 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 		t.Fatalf("open the approvals: %v", err)
 	}
 	engine, err := flows.New(flows.Deps{Pack: p, Catalog: w.cat, Store: st, MCP: pool, Keyring: kr, Channel: channel.CapabilitiesOf(ch),
-		Logger: log, Approvals: w.appr, Model: model})
+		Logger: log, Approvals: w.appr, Model: model, ElicitTimeout: elicitTimeout})
 	if err != nil {
 		t.Fatalf("build the flows: %v", err)
 	}
@@ -179,7 +198,23 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 	t.Cleanup(w.stop)
 	w.waitTools(t, pool, "bank")
 	w.waitTools(t, pool, "payments")
+	w.waitTools(t, pool, "records")
 	return w
+}
+
+// stats are the executions and tool errors of the demo servers, by tool.
+func (w *world) stats() (executions, errors map[string]int) {
+	executions, errors = map[string]int{}, map[string]int{}
+	for _, s := range []*demoserver.Server{w.bank, w.records} {
+		st := s.Stats()
+		for k, v := range st.Executions {
+			executions[k] += v
+		}
+		for k, v := range st.ToolErrors {
+			errors[k] += v
+		}
+	}
+	return executions, errors
 }
 
 // openSQLite is the default store of a transcript's bot.

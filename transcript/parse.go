@@ -14,26 +14,32 @@ type Kind int
 
 // The kinds of step; the README of the scenarios gives the syntax of each.
 const (
-	Connect        Kind = iota // connect NAME lang=L claims…
-	Send                       // NAME> text
-	Select                     // NAME: select ID
-	Present                    // NAME: present
-	Decline                    // NAME: decline
-	Answer                     // NAME: answer MSG
-	Profile                    // NAME: profile LANG
-	ExpectText                 // NAME< MSG
-	ExpectContains             // NAME<~ MSG && MSG…
-	ExpectProof                // NAME< proof
-	ExpectQuestion             // NAME? MSG | OPTION…
-	ExpectMenu                 // NAME menu: ID ID[n]…
-	LLMCall                    // llm: call TOOL {json}
-	LLMSay                     // llm: say "text"
-	LLMTools                   // llm: tools A B…
-	LLMResult                  // llm: result NAME MSG
-	Clock                      // clock: +31m
-	Calls                      // calls: tool=n…
-	LLMSystem                  // llm: system "text"
-	Audit                      // audit: identity tool decision/outcome
+	Connect                Kind = iota // connect NAME lang=L claims…
+	Send                               // NAME> text
+	Select                             // NAME: select ID
+	Present                            // NAME: present
+	Decline                            // NAME: decline
+	Answer                             // NAME: answer MSG
+	Profile                            // NAME: profile LANG
+	ExpectText                         // NAME< MSG
+	ExpectContains                     // NAME<~ MSG && MSG…
+	ExpectProof                        // NAME< proof
+	ExpectQuestion                     // NAME? MSG | OPTION…
+	ExpectMenu                         // NAME menu: ID ID[n]…
+	LLMCall                            // llm: call TOOL {json}
+	LLMSay                             // llm: say "text"
+	LLMTools                           // llm: tools A B…
+	LLMResult                          // llm: result NAME MSG
+	Clock                              // clock: +31m
+	Calls                              // calls: tool=n…
+	LLMSystem                          // llm: system "text"
+	Audit                              // audit: identity tool decision/outcome
+	ExpectQuestionContains             // NAME?~ MSG && MSG… | OPTION…
+	Type                               // NAME: type MSG
+	LLMCapture                         // llm: capture NAME=$.path
+	LLMMaxTokens                       // llm: max-tokens N
+	ToolErrors                         // errors: tool=n…
+	LogsLack                           // logs: never "text"
 )
 
 // GreetingKey names the pack's greeting in a transcript; its argument name= is the user's name.
@@ -46,6 +52,9 @@ type Script struct {
 	// Doc is the comment block at the top of the file: what the scenario pins.
 	Doc   string
 	Steps []Step
+	// ElicitTimeout is how long the bot's questions for a server wait (world: elicit-timeout=);
+	// zero: the bot's default.
+	ElicitTimeout time.Duration
 }
 
 // Step is one line of a transcript (a login line gives several steps with its line number).
@@ -54,21 +63,29 @@ type Step struct {
 	Kind   Kind
 	Wallet string
 	// Text is the text sent (Send), the option id (Select), the language (Profile, Connect),
-	// the model's text (LLMSay) or the tool's JSON arguments (LLMCall).
+	// the model's text (LLMSay), the tool's JSON arguments (LLMCall), the variable's name
+	// (LLMCapture) or the text the log never holds (LogsLack). In Send and LLMCall, $name is a
+	// captured value.
 	Text string
 	// Tool is the tool the model calls (LLMCall).
 	Tool string
-	// Msgs are the expected messages: one for ExpectText, Answer and LLMResult, each part for
-	// ExpectContains, the question's text then its options for ExpectQuestion.
-	Msgs   []Message
+	// Msgs are the expected messages: one for ExpectText, Answer, Type and LLMResult, each part
+	// for ExpectContains, the question's text then its options for ExpectQuestion, the options
+	// for ExpectQuestionContains.
+	Msgs []Message
+	// Parts are what the question's text contains (ExpectQuestionContains).
+	Parts  []Message
 	Menu   []MenuItem
 	Claims map[string]string
-	// Names are the tools offered (LLMTools).
+	// Names are the tools offered (LLMTools), the decision and outcome (Audit) or the JSON
+	// path of the captured value (LLMCapture).
 	Names []string
 	// Advance is how far the approvals' clock moves (Clock).
 	Advance time.Duration
-	// Counts are the expected executions by tool (Calls).
+	// Counts are the expected executions (Calls) or tool errors (ToolErrors) by tool; N is
+	// the token limit (LLMMaxTokens).
 	Counts map[string]int
+	N      int
 }
 
 // Message is an expected message: an i18n key with arguments, or a literal text.
@@ -101,15 +118,19 @@ var (
 	// msgKeyRE is a message key: upper case first, as the catalogs write them.
 	msgKeyRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9_]*$`)
 	itemRE   = regexp.MustCompile(`^([a-z0-9][a-z0-9_-]*)(?:\[([0-9]{1,4})\])?$`)
-	// actorRE splits "ana>", "ana<~", "ana?" and "ana:" lines.
-	actorRE = regexp.MustCompile(`^([a-z][a-z0-9_-]*)(>|<~|<|\?|:)(?:\s+|$)(.*)$`)
+	// actorRE splits "ana>", "ana<~", "ana?", "ana?~" and "ana:" lines.
+	actorRE = regexp.MustCompile(`^([a-z][a-z0-9_-]*)(>|<~|<|\?~|\?|:)(?:\s+|$)(.*)$`)
+	// varRE is a reference to a captured value.
+	varRE = regexp.MustCompile(`\$[a-z][a-z0-9_]*`)
+	// pathRE is the JSON path of a captured value: $.a.b.
+	pathRE = regexp.MustCompile(`^\$(\.[A-Za-z_][A-Za-z0-9_]*)+$`)
 )
 
 // Parse reads a transcript. name is the file name used in errors, which all carry file:line and
 // are reported together.
 func Parse(name string, src []byte) (*Script, error) {
 	s := &Script{Name: name}
-	p := &parser{s: s, wallets: map[string]bool{}}
+	p := &parser{s: s, wallets: map[string]bool{}, vars: map[string]bool{}}
 	var errs []error
 	inDoc := true
 	for i, raw := range strings.Split(string(src), "\n") {
@@ -143,6 +164,35 @@ func Parse(name string, src []byte) (*Script, error) {
 type parser struct {
 	s       *Script
 	wallets map[string]bool
+	// vars are the values captured so far.
+	vars map[string]bool
+}
+
+// uses checks that every $name in text was captured before.
+func (p *parser) uses(text string) error {
+	for _, v := range varRE.FindAllString(text, -1) {
+		if !p.vars[v[1:]] {
+			return fmt.Errorf("%s is used before llm: capture %s=…", v, v[1:])
+		}
+	}
+	return nil
+}
+
+// counts reads "tool=n tool=n…" of a calls: or errors: step.
+func counts(step, rest string) (map[string]int, error) {
+	c := map[string]int{}
+	for _, f := range strings.Fields(rest) {
+		tool, v, ok := strings.Cut(f, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil || n < 0 || tool == "" {
+			return nil, fmt.Errorf("%s want tool=count, got %q", step, f)
+		}
+		c[tool] = n
+	}
+	if len(c) == 0 {
+		return nil, fmt.Errorf("%s want at least one tool=count", step)
+	}
+	return c, nil
 }
 
 func (p *parser) add(st Step) { p.s.Steps = append(p.s.Steps, st) }
@@ -169,21 +219,27 @@ func (p *parser) line(n int, line string) error {
 		}
 		p.add(Step{Line: n, Kind: Audit, Text: f[0], Tool: f[1], Names: strings.SplitN(f[2], "/", 2)})
 		return nil
-	case "calls:":
-		counts := map[string]int{}
-		for _, f := range strings.Fields(rest) {
-			tool, v, ok := strings.Cut(f, "=")
-			c, err := strconv.Atoi(v)
-			if !ok || err != nil || c < 0 || tool == "" {
-				return fmt.Errorf("calls: want tool=count, got %q", f)
-			}
-			counts[tool] = c
+	case "calls:", "errors:":
+		c, err := counts(head, rest)
+		if err != nil {
+			return err
 		}
-		if len(counts) == 0 {
-			return errors.New("calls: want at least one tool=count")
+		kind := Calls
+		if head == "errors:" {
+			kind = ToolErrors
 		}
-		p.add(Step{Line: n, Kind: Calls, Counts: counts})
+		p.add(Step{Line: n, Kind: kind, Counts: c})
 		return nil
+	case "logs:":
+		never, lit, _ := strings.Cut(rest, " ")
+		s, err := strconv.Unquote(strings.TrimSpace(lit))
+		if never != "never" || err != nil || s == "" {
+			return fmt.Errorf("logs: want never \"text\", got %q", rest)
+		}
+		p.add(Step{Line: n, Kind: LogsLack, Text: s})
+		return nil
+	case "world:":
+		return p.world(rest)
 	}
 	if m, ok := strings.CutPrefix(rest, "menu:"); ok && nameRE.MatchString(head) {
 		if err := p.known(head); err != nil {
@@ -203,7 +259,7 @@ func (p *parser) line(n int, line string) error {
 	}
 	sub := actorRE.FindStringSubmatch(line)
 	if sub == nil {
-		return fmt.Errorf("unknown step %q: want connect, login, llm:, clock:, calls:, audit:, or a wallet name with >, <, <~, ?, : (or \"menu:\") after it", head)
+		return fmt.Errorf("unknown step %q: want connect, login, world:, llm:, clock:, calls:, errors:, audit:, logs:, or a wallet name with >, <, <~, ?, ?~, : (or \"menu:\") after it", head)
 	}
 	who, op, arg := sub[1], sub[2], strings.TrimSpace(sub[3])
 	if err := p.known(who); err != nil {
@@ -213,6 +269,9 @@ func (p *parser) line(n int, line string) error {
 	case ">":
 		if arg == "" {
 			return errors.New("nothing to send")
+		}
+		if err := p.uses(arg); err != nil {
+			return err
 		}
 		p.add(Step{Line: n, Kind: Send, Wallet: who, Text: arg})
 	case "<":
@@ -231,8 +290,20 @@ func (p *parser) line(n int, line string) error {
 			sep, kind = "|", ExpectQuestion
 		}
 		st := Step{Line: n, Kind: kind, Wallet: who}
-		for _, part := range splitOutside(arg, sep) {
-			m, err := parseMessage(strings.TrimSpace(part))
+		var err error
+		if st.Msgs, err = parseMessages(arg, sep); err != nil {
+			return err
+		}
+		p.add(st)
+	case "?~":
+		parts := splitOutside(arg, "|")
+		st := Step{Line: n, Kind: ExpectQuestionContains, Wallet: who}
+		var err error
+		if st.Parts, err = parseMessages(parts[0], "&&"); err != nil {
+			return err
+		}
+		for _, o := range parts[1:] {
+			m, err := parseMessage(strings.TrimSpace(o))
 			if err != nil {
 				return err
 			}
@@ -317,19 +388,22 @@ func (p *parser) action(n int, who, arg string) error {
 		if verb == "decline" {
 			st.Kind = Decline
 		}
-	case "answer":
+	case "answer", "type":
 		m, err := parseMessage(rest)
 		if err != nil {
 			return err
 		}
 		st.Kind, st.Msgs = Answer, []Message{m}
+		if verb == "type" {
+			st.Kind = Type
+		}
 	case "profile":
 		if rest == "" || strings.ContainsAny(rest, " \t") {
 			return fmt.Errorf("profile: want a language, got %q", rest)
 		}
 		st.Kind, st.Text = Profile, rest
 	default:
-		return fmt.Errorf("unknown action %q: want select, present, decline, answer or profile", verb)
+		return fmt.Errorf("unknown action %q: want select, present, decline, answer, type or profile", verb)
 	}
 	p.add(st)
 	return nil
@@ -347,6 +421,9 @@ func (p *parser) llm(n int, arg string) error {
 		}
 		if args == "" {
 			args = "{}"
+		}
+		if err := p.uses(args); err != nil {
+			return err
 		}
 		p.add(Step{Line: n, Kind: LLMCall, Tool: tool, Text: args})
 	case "say":
@@ -373,15 +450,60 @@ func (p *parser) llm(n int, arg string) error {
 			return err
 		}
 		p.add(Step{Line: n, Kind: LLMResult, Wallet: who, Msgs: []Message{msg}})
+	case "capture":
+		name, path, ok := strings.Cut(rest, "=")
+		if !ok || !nameRE.MatchString(name) || strings.Contains(name, "-") || !pathRE.MatchString(path) {
+			return fmt.Errorf("llm: capture: want name=$.field.field, got %q", rest)
+		}
+		p.vars[name] = true
+		p.add(Step{Line: n, Kind: LLMCapture, Text: name, Names: strings.Split(strings.TrimPrefix(path, "$."), ".")})
+	case "max-tokens":
+		v, err := strconv.Atoi(rest)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("llm: max-tokens: want a positive number, got %q", rest)
+		}
+		p.add(Step{Line: n, Kind: LLMMaxTokens, N: v})
 	default:
-		return fmt.Errorf("unknown llm step %q: want call, say, tools, system or result", verb)
+		return fmt.Errorf("unknown llm step %q: want call, say, tools, system, result, capture or max-tokens", verb)
 	}
 	return nil
 }
 
-// parseMessage reads `KEY a=b c="x y"` or a quoted literal.
+// world reads the settings of the scenario's bot; they come before any step.
+func (p *parser) world(rest string) error {
+	if len(p.s.Steps) > 0 {
+		return errors.New("world: comes before the first step")
+	}
+	for _, f := range strings.Fields(rest) {
+		k, v, _ := strings.Cut(f, "=")
+		d, err := time.ParseDuration(v)
+		if k != "elicit-timeout" || err != nil || d <= 0 {
+			return fmt.Errorf("world: want elicit-timeout=DURATION, got %q", f)
+		}
+		p.s.ElicitTimeout = d
+	}
+	if p.s.ElicitTimeout == 0 {
+		return errors.New("world: want elicit-timeout=DURATION")
+	}
+	return nil
+}
+
+// parseMessages reads messages separated by sep outside quotes.
+func parseMessages(s, sep string) ([]Message, error) {
+	var out []Message
+	for _, part := range splitOutside(s, sep) {
+		m, err := parseMessage(strings.TrimSpace(part))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// parseMessage reads `KEY a=b c="x y"`, a quoted literal or a back-quoted one (raw: for JSON).
 func parseMessage(s string) (Message, error) {
-	if strings.HasPrefix(s, `"`) {
+	if strings.HasPrefix(s, `"`) || strings.HasPrefix(s, "`") {
 		lit, err := strconv.Unquote(s)
 		if err != nil {
 			return Message{}, fmt.Errorf("literal %s: %w", s, err)
@@ -415,23 +537,28 @@ func parseMessage(s string) (Message, error) {
 }
 
 func unquote(v string) (string, error) {
-	if strings.HasPrefix(v, `"`) {
+	if strings.HasPrefix(v, `"`) || strings.HasPrefix(v, "`") {
 		return strconv.Unquote(v)
 	}
 	return v, nil
 }
 
-// tokens splits s at spaces outside double quotes (a backslash escapes inside them).
+// tokens splits s at spaces outside double quotes (a backslash escapes inside them) and back
+// quotes.
 func tokens(s string) ([]string, error) {
 	var out []string
 	var b strings.Builder
-	inQ, esc := false, false
+	inQ, inRaw, esc := false, false, false
 	for _, r := range s {
 		switch {
 		case esc:
 			esc = false
+		case inRaw:
+			inRaw = r != '`'
 		case inQ && r == '\\':
 			esc = true
+		case !inQ && r == '`':
+			inRaw = true
 		case r == '"':
 			inQ = !inQ
 		case !inQ && (r == ' ' || r == '\t'):
@@ -443,7 +570,7 @@ func tokens(s string) ([]string, error) {
 		}
 		b.WriteRune(r)
 	}
-	if inQ {
+	if inQ || inRaw {
 		return nil, fmt.Errorf("unclosed quote in %q", s)
 	}
 	if b.Len() > 0 {
@@ -452,17 +579,21 @@ func tokens(s string) ([]string, error) {
 	return out, nil
 }
 
-// splitOutside splits s at sep where sep is outside double quotes.
+// splitOutside splits s at sep where sep is outside double quotes and back quotes.
 func splitOutside(s, sep string) []string {
 	var out []string
-	inQ, esc, start := false, false, 0
+	inQ, inRaw, esc, start := false, false, false, 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case esc:
 			esc = false
+		case inRaw:
+			inRaw = c != '`'
 		case inQ && c == '\\':
 			esc = true
+		case !inQ && c == '`':
+			inRaw = true
 		case c == '"':
 			inQ = !inQ
 		case !inQ && strings.HasPrefix(s[i:], sep):

@@ -86,6 +86,66 @@ audit: ana@acme.corp send_money approval/executed
 	}
 }
 
+// TestParseElicitation reads the steps of MCP elicitation scenarios: the world's settings,
+// captured values, questions by their parts, typed answers, tool errors and the log.
+func TestParseElicitation(t *testing.T) {
+	src := `# Doc.
+world: elicit-timeout=1500ms
+connect ana lang=en
+llm: call prepare_api_write {"operation":"x"}
+llm: capture token=$.result.confirmationToken
+llm: call commit_api_write {"confirmationToken":"$token"}
+ana> /call records/commit_api_write {"confirmationToken":"$token"}
+ana?~ ELICIT_FIELD field=Days && ELICIT_HINT_MAX limit=30 && ` + "`a && b | c`" + ` | ELICIT_DECLINE | "x | y"
+ana?~ ELICIT_CONFIRM server=records
+ana: type ELICIT_USE_DEFAULT value=none
+ana<~ TOOL_RESULT tool=t result=` + "`{\"a\":1}`" + ` && ` + "`\"b\":2`" + `
+llm: max-tokens 50
+errors: export_records=2
+logs: never "secret note"
+`
+	s, err := transcript.Parse("x.txt", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ElicitTimeout.Milliseconds() != 1500 {
+		t.Errorf("elicit timeout %v", s.ElicitTimeout)
+	}
+	want := []transcript.Kind{transcript.Connect, transcript.LLMCall, transcript.LLMCapture, transcript.LLMCall, transcript.Send,
+		transcript.ExpectQuestionContains, transcript.ExpectQuestionContains, transcript.Type, transcript.ExpectContains,
+		transcript.LLMMaxTokens, transcript.ToolErrors, transcript.LogsLack}
+	if len(s.Steps) != len(want) {
+		t.Fatalf("%d steps, want %d: %+v", len(s.Steps), len(want), s.Steps)
+	}
+	for i, k := range want {
+		if s.Steps[i].Kind != k {
+			t.Fatalf("step %d kind %v, want %v", i, s.Steps[i].Kind, k)
+		}
+	}
+	if st := s.Steps[2]; st.Text != "token" || strings.Join(st.Names, ".") != "result.confirmationToken" {
+		t.Errorf("capture %+v", st)
+	}
+	if st := s.Steps[3]; st.Text != `{"confirmationToken":"$token"}` {
+		t.Errorf("call %+v", st)
+	}
+	if st := s.Steps[5]; len(st.Parts) != 3 || st.Parts[1].Key != "ELICIT_HINT_MAX" || st.Parts[2].Literal != "a && b | c" ||
+		len(st.Msgs) != 2 || st.Msgs[1].Literal != "x | y" {
+		t.Errorf("question %+v", st)
+	}
+	if st := s.Steps[6]; len(st.Parts) != 1 || len(st.Msgs) != 0 {
+		t.Errorf("question without options %+v", st)
+	}
+	if st := s.Steps[7]; st.Msgs[0].Key != "ELICIT_USE_DEFAULT" || st.Msgs[0].Args[0].Value != "none" {
+		t.Errorf("type %+v", st)
+	}
+	if st := s.Steps[8]; st.Msgs[0].Args[1].Value != `{"a":1}` || st.Msgs[1].Literal != `"b":2` {
+		t.Errorf("back-quoted %+v", st)
+	}
+	if s.Steps[9].N != 50 || s.Steps[10].Counts["export_records"] != 2 || s.Steps[11].Text != "secret note" {
+		t.Errorf("max-tokens, errors, logs: %+v", s.Steps[9:])
+	}
+}
+
 // TestParseErrors: every error names the file and line, and all of them come at once.
 func TestParseErrors(t *testing.T) {
 	for _, c := range []struct{ src, want string }{
@@ -107,6 +167,16 @@ func TestParseErrors(t *testing.T) {
 		{"# only a comment", "x.txt: no steps"},
 		{"connect ana lang=en\nana>", "x.txt:2: nothing to send"},
 		{"audit: a b executed", "x.txt:1: audit: want identity tool decision/outcome"},
+		{"connect ana lang=en\nana> /call x {\"t\":\"$token\"}", "x.txt:2: $token is used before llm: capture token="},
+		{"llm: call x {\"t\":\"$tok\"}\nllm: capture tok=$.a", "x.txt:1: $tok is used before"},
+		{"llm: capture token=confirmationToken", "x.txt:1: llm: capture: want name=$.field"},
+		{"llm: max-tokens lots", "x.txt:1: llm: max-tokens: want a positive number"},
+		{"errors: export_records", "x.txt:1: errors: want tool=count"},
+		{"logs: never secret", "x.txt:1: logs: want never \"text\""},
+		{"connect ana lang=en\nworld: elicit-timeout=1s", "x.txt:2: world: comes before the first step"},
+		{"world: timeout=1s", "x.txt:1: world: want elicit-timeout=DURATION"},
+		{"connect ana lang=en\nana: type", "x.txt:2: want a message key or a quoted text"},
+		{"connect ana lang=en\nana< `open", "x.txt:2: literal"},
 	} {
 		_, err := transcript.Parse("x.txt", []byte(c.src))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -131,6 +201,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(src)
 	}
 	f.Add([]byte("connect a lang=en x=\"\\\"\"\na< K y=\"a|b\" | L #*\na<~ \"&&\" && K"))
+	f.Add([]byte("world: elicit-timeout=1s\nconnect a lang=en\nllm: capture v=$.a.b\na> $v\na?~ K && `|&&` | L\na: type K x=`y z`\nerrors: t=1\nlogs: never \"s\""))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		s, err := transcript.Parse("f.txt", src)
 		if err != nil {

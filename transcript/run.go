@@ -3,9 +3,11 @@ package transcript
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"regexp"
 	"slices"
@@ -81,7 +83,7 @@ func Run(t *testing.T, s *Script, h channeltest.Harness) { run(t, s, h, Options{
 func run(t *testing.T, s *Script, h channeltest.Harness, o Options) {
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
-	r := &runner{t: t, s: s, h: h, w: newWorld(t, h.Channel, h.ProofRequest, o.Store), wallets: map[string]*wallet{}}
+	r := &runner{t: t, s: s, h: h, w: newWorld(t, h.Channel, h.ProofRequest, o.Store, s.ElicitTimeout), wallets: map[string]*wallet{}, vars: map[string]string{}}
 	_, r.menus = h.Channel.(channel.MenuSender)
 	_, r.questions = h.Channel.(channel.QuestionAsker)
 	defer r.w.stop()
@@ -103,6 +105,8 @@ type runner struct {
 	h                channeltest.Harness
 	w                *world
 	wallets          map[string]*wallet
+	// vars are the values captured (llm: capture), by name.
+	vars map[string]string
 }
 
 // wallet is one connected wallet and what it has received that the transcript has not taken
@@ -125,7 +129,16 @@ func (r *runner) step(ctx context.Context, st Step) error {
 	case Connect:
 		return r.connect(ctx, st)
 	case Send:
-		return w.w.SendText(ctx, st.Text, "")
+		return w.w.SendText(ctx, r.expand(st.Text), "")
+	case Type:
+		want, err := r.render(w.lang, st.Msgs[0])
+		if err != nil {
+			return err
+		}
+		if want.re != nil {
+			return fmt.Errorf("type: %s has a wildcard", want)
+		}
+		return w.w.SendText(ctx, want.exact, "")
 	case Select:
 		return w.w.SelectMenu(ctx, st.Text)
 	case Profile:
@@ -166,14 +179,19 @@ func (r *runner) step(ctx context.Context, st Step) error {
 	case ExpectProof:
 		return r.expectProof(ctx, w)
 	case ExpectQuestion:
-		return r.expectQuestion(ctx, w, st.Msgs)
+		if len(st.Msgs) == 0 {
+			return r.expectQuestion(ctx, w, nil, false, nil)
+		}
+		return r.expectQuestion(ctx, w, st.Msgs[:1], false, st.Msgs[1:])
+	case ExpectQuestionContains:
+		return r.expectQuestion(ctx, w, st.Parts, true, st.Msgs)
 	case ExpectMenu:
 		if !r.menus {
 			return nil // the bot sends no menu on this channel
 		}
 		return r.waitMenu(ctx, w, st.Menu)
 	case LLMCall:
-		r.w.queue.push(agenttest.Response{ToolCalls: []agenttest.ToolCall{{Name: st.Tool, Arguments: st.Text}}})
+		r.w.queue.push(agenttest.Response{ToolCalls: []agenttest.ToolCall{{Name: st.Tool, Arguments: r.expand(st.Text)}}})
 	case LLMSay:
 		r.w.queue.push(agenttest.Response{Text: st.Text})
 	case LLMTools:
@@ -186,6 +204,27 @@ func (r *runner) step(ctx context.Context, st Step) error {
 		}
 	case LLMResult:
 		return r.llmResult(w, st.Msgs[0])
+	case LLMCapture:
+		return r.capture(st.Text, st.Names)
+	case LLMMaxTokens:
+		req, err := r.lastRequest()
+		if err != nil {
+			return err
+		}
+		n := strconv.Itoa(st.N)
+		if !strings.Contains(string(req.Raw), `"max_completion_tokens":`+n) && !strings.Contains(string(req.Raw), `"max_tokens":`+n) {
+			return fmt.Errorf("the model's last request is not limited to %s tokens: %s", n, req.Raw)
+		}
+	case LogsLack:
+		logs, err := os.ReadFile(r.w.logPath)
+		if err != nil {
+			return fmt.Errorf("read the bot's log: %w", err)
+		}
+		if n := strings.Count(string(logs), st.Text); n > 0 {
+			return fmt.Errorf("the bot logged %q %d times:\n%s", st.Text, n, logs)
+		}
+	case ToolErrors:
+		return r.waitToolErrors(ctx, st.Counts)
 	case LLMSystem:
 		req, err := r.lastRequest()
 		if err != nil {
@@ -206,10 +245,10 @@ func (r *runner) step(ctx context.Context, st Step) error {
 			return fmt.Errorf("the last audit row of %s by %s is %+v, want %s/%s", st.Tool, st.Text, rows, st.Names[0], st.Names[1])
 		}
 	case Calls:
-		stats := r.w.bank.Stats()
+		runs, _ := r.w.stats()
 		for tool, n := range st.Counts {
-			if got := stats.Executions[tool]; got != n {
-				return fmt.Errorf("the bank ran %s %d times, want %d", tool, got, n)
+			if got := runs[tool]; got != n {
+				return fmt.Errorf("the demo servers ran %s %d times, want %d", tool, got, n)
 			}
 		}
 	}
@@ -272,7 +311,9 @@ func (r *runner) expectProof(ctx context.Context, w *wallet) error {
 	return nil
 }
 
-func (r *runner) expectQuestion(ctx context.Context, w *wallet, msgs []Message) error {
+// expectQuestion takes the next message as a question whose text is text (contains: holds each
+// part of text) and whose options are options, when given.
+func (r *runner) expectQuestion(ctx context.Context, w *wallet, text []Message, contains bool, options []Message) error {
 	got, err := w.next(ctx)
 	if err != nil {
 		return err
@@ -284,24 +325,23 @@ func (r *runner) expectQuestion(ctx context.Context, w *wallet, msgs []Message) 
 		return fmt.Errorf("%s got %s, want a question", w.name, got)
 	}
 	w.question = &got
-	if len(msgs) == 0 {
-		return nil
-	}
-	want, err := r.render(w.lang, msgs[0])
-	if err != nil {
-		return err
-	}
 	q := got.Question
-	if !want.matches(q.Text, false) && !want.matches(strings.TrimSpace(q.Text+"\n\n"+q.Detail), false) {
-		return fmt.Errorf("%s got question %q (detail %q), want %s", w.name, q.Text, q.Detail, want)
+	for _, m := range text {
+		want, err := r.render(w.lang, m)
+		if err != nil {
+			return err
+		}
+		if !want.matches(q.Text, contains) && !want.matches(strings.TrimSpace(q.Text+"\n\n"+q.Detail), contains) {
+			return fmt.Errorf("%s got question %q (detail %q), want %s", w.name, q.Text, q.Detail, want)
+		}
 	}
-	if len(msgs) == 1 {
+	if len(options) == 0 {
 		return nil
 	}
-	if len(q.Options) != len(msgs)-1 {
-		return fmt.Errorf("%s got options %q, want %d", w.name, q.Options, len(msgs)-1)
+	if len(q.Options) != len(options) {
+		return fmt.Errorf("%s got options %q, want %d", w.name, q.Options, len(options))
 	}
-	for i, m := range msgs[1:] {
+	for i, m := range options {
 		want, err := r.render(w.lang, m)
 		if err != nil {
 			return err
@@ -317,7 +357,7 @@ func (r *runner) expectQuestion(ctx context.Context, w *wallet, msgs []Message) 
 // renders to.
 func (r *runner) answer(ctx context.Context, w *wallet, m Message) error {
 	if w.question == nil {
-		if err := r.expectQuestion(ctx, w, nil); err != nil {
+		if err := r.expectQuestion(ctx, w, nil, false, nil); err != nil {
 			return err
 		}
 	}
@@ -426,24 +466,94 @@ func (r *runner) lastRequest() (agenttest.Request, error) {
 
 // llmResult checks the last tool result the model got.
 func (r *runner) llmResult(w *wallet, m Message) error {
-	req, err := r.lastRequest()
+	res, err := r.lastToolResult()
 	if err != nil {
 		return err
 	}
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role != "tool" {
-			continue
-		}
-		want, err := r.render(w.lang, m)
-		if err != nil {
-			return err
-		}
-		if !want.matches(req.Messages[i].Content, m.IsLiteral) {
-			return fmt.Errorf("the model got the tool result %q, want %s", req.Messages[i].Content, want)
-		}
-		return nil
+	want, err := r.render(w.lang, m)
+	if err != nil {
+		return err
 	}
-	return errors.New("the model's last request has no tool result")
+	if !want.matches(res, m.IsLiteral) {
+		return fmt.Errorf("the model got the tool result %q, want %s", res, want)
+	}
+	return nil
+}
+
+// lastToolResult is the last tool result the model got.
+func (r *runner) lastToolResult() (string, error) {
+	req, err := r.lastRequest()
+	if err != nil {
+		return "", err
+	}
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == "tool" {
+			return req.Messages[i].Content, nil
+		}
+	}
+	return "", errors.New("the model's last request has no tool result")
+}
+
+// capture keeps the value at path of the JSON object in the last tool result the model got as
+// $name.
+func (r *runner) capture(name string, path []string) error {
+	res, err := r.lastToolResult()
+	if err != nil {
+		return err
+	}
+	i, j := strings.Index(res, "{"), strings.LastIndex(res, "}")
+	var v any
+	if i < 0 || j < i || json.Unmarshal([]byte(res[i:j+1]), &v) != nil {
+		return fmt.Errorf("capture %s: the tool result %q holds no JSON object", name, res)
+	}
+	for _, k := range path {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("capture %s: no $.%s in %s", name, strings.Join(path, "."), res)
+		}
+		if v, ok = obj[k]; !ok {
+			return fmt.Errorf("capture %s: no $.%s in %s", name, strings.Join(path, "."), res)
+		}
+	}
+	switch v := v.(type) {
+	case string:
+		r.vars[name] = v
+	case float64, bool:
+		r.vars[name] = fmt.Sprint(v)
+	default:
+		return fmt.Errorf("capture %s: $.%s is not a string, number or boolean in %s", name, strings.Join(path, "."), res)
+	}
+	return nil
+}
+
+// expand replaces each $name captured with its value.
+func (r *runner) expand(s string) string {
+	return varRE.ReplaceAllStringFunc(s, func(v string) string { return r.vars[v[1:]] })
+}
+
+// waitToolErrors waits until the demo servers counted want tool errors (a cancellation reaches
+// a server after its user is told).
+func (r *runner) waitToolErrors(ctx context.Context, want map[string]int) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, got := r.w.stats()
+		done := true
+		for tool, n := range want {
+			if got[tool] > n {
+				return fmt.Errorf("the demo servers counted %d tool errors of %s, want %d", got[tool], tool, n)
+			}
+			done = done && got[tool] == n
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the demo servers counted tool errors %v, want %v", got, want)
+		case <-tick.C:
+		}
+	}
 }
 
 // leftovers fails the test when a wallet holds a message the transcript did not expect.

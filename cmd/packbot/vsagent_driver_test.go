@@ -98,9 +98,6 @@ func greeting(cat *i18n.Catalog, lang string) string {
 	return i18n.Greeting(cat.T(lang, i18n.GreetingKey), "")
 }
 
-// vaGreeting is the pack's greeting for a guest, by language (for vsagent_elicit_e2e_test.go).
-var vaGreeting = map[string]string{"en": "Hello! I am the approvals bank.", "es": "¡Hola! Soy el banco de aprobaciones."}
-
 // echo is the scripted LLM's answer to text.
 func echo(text string) string { return "you said: " + text }
 
@@ -352,19 +349,6 @@ func newVABot(t *testing.T, n int, packTemplate string, bankOpts *demoserver.Opt
 	return b
 }
 
-// startVABot starts one packbot on SQLite serving packTemplate and waits for the bank's tools.
-func startVABot(t *testing.T, packTemplate string, bankOpts *demoserver.Options, env ...string) *vaBot {
-	t.Helper()
-	b := newVABot(t, 1, packTemplate, bankOpts, append([]string{"PACKBOT_DATA_DIR=data"}, env...)...)
-	b.serves[0].start(`msg="MCP tool catalog updated" component=mcp server=` + bankOpts.Name)
-	t.Cleanup(func() {
-		if logs := b.serves[0].output(); strings.Contains(logs, "level=ERROR") || strings.Contains(logs, "webhook rejected") {
-			t.Errorf("packbot logged errors:\n%s", logs)
-		}
-	})
-	return b
-}
-
 // packCatalog loads the pack at path (its ${…} from env) and its catalog: the texts the bot
 // sends are computed from them, by message key.
 func packCatalog(t *testing.T, env []string, path string) *i18n.Catalog {
@@ -467,15 +451,6 @@ func (u *vaUser) textIs(ctx context.Context, t *testing.T, from int, want string
 	u.text(ctx, t, from, fmt.Sprintf("text %q", want), func(s string) bool { return s == want })
 }
 
-// question waits for a question ("menu-display") posted to u after from whose prompt satisfies
-// ok.
-func (u *vaUser) question(ctx context.Context, t *testing.T, from int, what string, ok func(string) bool) e2ePosted {
-	t.Helper()
-	m, err := u.await(ctx, from, "question: "+what, isQuestion(ok))
-	fatal(t, err)
-	return m
-}
-
 // vaItem is a question's menu item.
 type vaItem struct{ ID, Text string }
 
@@ -521,12 +496,6 @@ func (u *vaUser) choose(ctx context.Context, q e2ePosted, what string, ok func(s
 	}
 	_, err := u.b.agent.message(ctx, u.conn, "menu-select", fmt.Sprintf(`"threadId":%q,"menuItems":[{"id":%q}]`, uuid.NewString(), items[i].ID))
 	return err
-}
-
-// answer is choose for the test's goroutine.
-func (u *vaUser) answer(t *testing.T, q e2ePosted, what string, ok func(string) bool) {
-	t.Helper()
-	fatal(t, u.choose(t.Context(), q, what, ok))
 }
 
 func (u *vaUser) selectMenu(ctx context.Context, id string) error {
