@@ -19,15 +19,15 @@ const MinSecretLen = 16
 // /hooks/<secret>/message-received.
 const hooksPrefix = "/hooks/{secret}/"
 
-// checkSecret refuses a secret that is too short, or that could not stand unescaped in a URL's
-// path and user info (the VS Agent's EVENTS_BASE_URL carries it).
-func checkSecret(s string) error {
+// CheckWebhookSecret refuses a [Config.WebhookSecret] that is too short, or that could not
+// stand unescaped in a URL's path and user info (the VS Agent's EVENTS_BASE_URL carries it).
+func CheckWebhookSecret(s string) error {
 	if len(s) < MinSecretLen {
-		return fmt.Errorf("vsagent: the webhook secret has %d characters, want at least %d", len(s), MinSecretLen)
+		return fmt.Errorf("the webhook secret has %d characters, want at least %d", len(s), MinSecretLen)
 	}
 	for _, r := range s {
 		if !urlSafe(r) {
-			return errors.New("vsagent: the webhook secret may hold only letters, digits, '-', '_', '.' and '~'")
+			return errors.New("the webhook secret may hold only letters, digits, '-', '_', '.' and '~'")
 		}
 	}
 	return nil

@@ -106,8 +106,8 @@ func New(cfg Config) (*Channel, error) {
 		locks:    connLocks{m: make(map[string]*connLock)},
 	}
 	if cfg.WebhookSecret != "" {
-		if err := checkSecret(cfg.WebhookSecret); err != nil {
-			return nil, err
+		if err := CheckWebhookSecret(cfg.WebhookSecret); err != nil {
+			return nil, fmt.Errorf("vsagent: %w", err)
 		}
 		h := sha256.Sum256([]byte(cfg.WebhookSecret))
 		c.secret = h[:]
@@ -247,5 +247,13 @@ func (l *connLocks) lock(conn string) (unlock func()) {
 	}
 }
 
+// AnnouncesConnections is true: the VS Agent posts connection-state-updated "completed" before
+// any message of a connection, and its webhooks name connections by an id the sender chooses,
+// so the bot keeps sessions to the connections announced (see [channel.ConnectionAnnouncer]).
+func (c *Channel) AnnouncesConnections() bool { return true }
+
 // Interface guards.
-var _ channel.Channel = (*Channel)(nil)
+var (
+	_ channel.Channel             = (*Channel)(nil)
+	_ channel.ConnectionAnnouncer = (*Channel)(nil)
+)
