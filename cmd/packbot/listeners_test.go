@@ -300,3 +300,41 @@ func TestPlanEndpoints(t *testing.T) {
 		})
 	}
 }
+
+// TestServeBusyWebhookAndAdminPorts: a listener of its own that cannot listen stops serve with
+// its variable; the parts started before it are stopped.
+func TestServeBusyWebhookAndAdminPorts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	for _, env := range []string{envWebhookAddr, envAdminAddr} {
+		code, _, errOut := cli(t, map[string]string{env: ln.Addr().String(), "VS_AGENT_ADMIN_URL": "http://127.0.0.1:9",
+			"PACKBOT_DATA_DIR": t.TempDir()}, "serve", "--http", "127.0.0.1:0")
+		if code != 1 || !strings.Contains(errOut, "listen on "+ln.Addr().String()+" (set "+env+")") {
+			t.Errorf("%s busy: exit %d: %s", env, code, errOut)
+		}
+	}
+}
+
+// TestEndpointLimits: every listener serve opens has the limits of defaultHTTPLimits (the
+// timeouts that close stalled and idle connections, the header size, the connection cap).
+func TestEndpointLimits(t *testing.T) {
+	e := &endpoint{name: "webhooks", setBy: envWebhookAddr, addr: "127.0.0.1:0", mux: http.NewServeMux()}
+	if err := e.listen(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.close(t.Context()) })
+	if err := e.newServer(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	l := defaultHTTPLimits()
+	if s := e.srv; s.ReadHeaderTimeout != l.ReadHeader || s.ReadTimeout != l.Read || s.WriteTimeout != l.Write || s.IdleTimeout != l.Idle ||
+		s.MaxHeaderBytes != l.MaxHeaderBytes {
+		t.Errorf("server limits %v %v %v %v %d, want %+v", s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout, s.MaxHeaderBytes, l)
+	}
+	if ll, ok := e.ln.(*limitedListener); !ok || cap(ll.slots) != l.MaxConns {
+		t.Errorf("listener %T without the cap of %d connections", e.ln, l.MaxConns)
+	}
+}
