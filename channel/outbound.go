@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/packbot/packbot/internal/logid"
 )
 
 // ErrUnsupported: the channel lacks the capability an outbound message needs.
@@ -108,10 +110,10 @@ func Send(ctx context.Context, ch Channel, conn string, o Outbound) error {
 		}
 		err = rs.SendReceipts(ctx, conn, *o.Receipts)
 	default:
-		return fmt.Errorf("send to %s: %w: empty message", conn, ErrRefused)
+		return fmt.Errorf("send to %s: %w: empty message", logid.Conn(conn), ErrRefused)
 	}
 	if err != nil {
-		return fmt.Errorf("send %s %s to %s: %w", o.Type(), o.ID(), conn, err)
+		return fmt.Errorf("send %s %s to %s: %w", o.Type(), o.ID(), logid.Conn(conn), err)
 	}
 	return nil
 }
