@@ -12,6 +12,7 @@ import (
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/flows"
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
 )
@@ -239,7 +240,7 @@ func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event) 
 	})
 	if err != nil {
 		b.stats.Refused.Add(1)
-		return fmt.Errorf("accept event %s of %s: %w", ev.Kind, conn, err)
+		return fmt.Errorf("accept event %s of %s: %w", ev.Kind, logid.Conn(conn), err)
 	}
 	if acc.Duplicate {
 		b.stats.Duplicates.Add(1)

@@ -129,6 +129,7 @@ type harness struct {
 	kr     *secret.Keyring
 	// hook runs before each event is handled (BeforeHandle): a test makes it panic.
 	hook                    func(channel.Event)
+	announced               bool
 	maxAttempts             int
 	drain, idle, acceptWait time.Duration
 	// restored are the wallets of harnessOptions.restore.
@@ -165,6 +166,8 @@ type harnessOptions struct {
 	quiet bool
 	// acceptWait is the bot's AcceptWait (0: its default).
 	acceptWait time.Duration
+	// announced makes the channel a connection announcer (as the VS Agent's is).
+	announced bool
 }
 
 type syncBuffer struct {
@@ -203,7 +206,7 @@ func openStore(t testing.TB, postgres bool) store.Store {
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
-	h := &harness{t: t, logs: &syncBuffer{}, hook: o.hook, maxAttempts: o.maxAttempts, drain: o.drain, idle: o.idle, acceptWait: o.acceptWait, restored: map[string]*channeltest.MemoryWallet{}}
+	h := &harness{t: t, logs: &syncBuffer{}, hook: o.hook, announced: o.announced, maxAttempts: o.maxAttempts, drain: o.drain, idle: o.idle, acceptWait: o.acceptWait, restored: map[string]*channeltest.MemoryWallet{}}
 	h.st = o.store
 	if h.st == nil {
 		h.st = openStore(t, o.postgres)
@@ -342,7 +345,11 @@ func (h *harness) waitTools(server string) {
 // start runs the pool, the bot and the channel until the test ends (or h.stop).
 func (h *harness) start(engine *flows.Engine, log *slog.Logger) {
 	var err error
-	h.bot, err = bot.New(bot.Config{Channel: h.ch, Store: h.st, Flows: engine, Logger: log, Keyring: h.kr, BeforeHandle: h.hook,
+	var ch channel.Channel = h.ch
+	if h.announced {
+		ch = announcing{h.ch}
+	}
+	h.bot, err = bot.New(bot.Config{Channel: ch, Store: h.st, Flows: engine, Logger: log, Keyring: h.kr, BeforeHandle: h.hook,
 		MaxAttempts: h.maxAttempts, DrainTimeout: h.drain, Idle: h.idle, AcceptWait: h.acceptWait,
 		RetryAfter: 100 * time.Millisecond})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/i18n"
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/store"
 )
 
@@ -173,7 +174,7 @@ func (b *Bot) deliverOne(ctx context.Context, m store.OutboxMessage, cache map[s
 		}
 		err := channel.Send(ctx, b.ch, m.ConnectionID, o)
 		if errors.Is(err, channel.ErrUnknownConnection) || errors.Is(err, channel.ErrRefused) || errors.Is(err, channel.ErrUnsupported) {
-			b.log.WarnContext(ctx, "outbox message dropped", slog.String("connection", m.ConnectionID), slog.String("type", o.Type()), slog.Any("err", err))
+			b.log.WarnContext(ctx, "outbox message dropped", slog.String("connection", logid.Conn(m.ConnectionID)), slog.String("type", o.Type()), slog.Any("err", err))
 			return nil
 		}
 		return err
@@ -210,7 +211,7 @@ func (b *Bot) deliverOne(ctx context.Context, m store.OutboxMessage, cache map[s
 		if err == nil {
 			return nil
 		}
-		b.log.InfoContext(ctx, "notice not accepted by a connection; trying the next", slog.String("connection", s.ConnectionID), slog.Any("err", err))
+		b.log.InfoContext(ctx, "notice not accepted by a connection; trying the next", slog.String("connection", logid.Conn(s.ConnectionID)), slog.Any("err", err))
 	}
 	return errNoConnection
 }
@@ -250,7 +251,7 @@ func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
 			payload, _ := json.Marshal(menuRefresh{Conn: s.ConnectionID}) // a string: cannot fail
 			ev := store.InboxEvent{ConnectionID: s.ConnectionID, Kind: kindRefreshMenu, Payload: payload}
 			if err := b.accept(ctx, ev, nil); err != nil {
-				b.log.WarnContext(ctx, "refresh menu", slog.String("connection", s.ConnectionID), slog.Any("err", err))
+				b.log.WarnContext(ctx, "refresh menu", slog.String("connection", logid.Conn(s.ConnectionID)), slog.Any("err", err))
 			}
 		}
 	}

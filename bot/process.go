@@ -49,6 +49,9 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 	if err != nil {
 		return b.transient(ctx, w, "load session", err)
 	}
+	if b.caps.Announced && !refresh && s.CreatedAt.IsZero() && it.kind != channel.KindConnectionReady {
+		return b.unannounced(ctx, w, it)
+	}
 	before := *s
 	cur := cloneSession(*s)
 	var (
@@ -148,6 +151,24 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 	}
 	w.fresh = false
 	return outcomeDone
+}
+
+// unannounced completes an event of a connection the channel never announced (no session: no
+// ConnectionReady came, or the connection closed) without handling it: no flow sees it, no
+// session is created, nothing is sent. The session is the store's record of the announcement,
+// so this holds across restarts and replicas.
+func (b *Bot) unannounced(ctx context.Context, w *worker, it *item) outcome {
+	_, _, o := b.complete(ctx, w, store.Completion{EventID: it.id, Lease: w.lease, TTL: b.leaseTTL, Now: b.now()})
+	switch o {
+	case outcomeDone:
+		b.stats.Unannounced.Add(1)
+		w.log.InfoContext(ctx, "event of a connection never announced ignored", slog.String("event", it.kind))
+	case outcomeGone:
+		return outcomeDone
+	case outcomeFailed:
+		return b.fail(ctx, w, it, "the commit failed")
+	}
+	return o
 }
 
 // complete commits c, retrying while the store is unreachable (the effects are kept: the flow

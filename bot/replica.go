@@ -23,6 +23,9 @@ const (
 // Stats are the bot's counters, for /metrics.
 type Stats struct {
 	Accepted, Duplicates, Refused, Completed, Retries, Failures, Parked, Takeovers, Workers atomic.Int64
+	// Unannounced counts the events dropped because their connection was never announced (a
+	// [channel.ConnectionAnnouncer]'s connection without a session).
+	Unannounced atomic.Int64
 }
 
 // Stats returns the bot's counters (live values).

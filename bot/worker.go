@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/store"
 )
 
@@ -62,7 +63,7 @@ type worker struct {
 
 // spawn starts the worker of conn (b.mu held). l is the lease when the caller just took it.
 func (b *Bot) spawn(conn string, l *store.Lease) *worker {
-	w := &worker{b: b, conn: conn, log: b.log.With(slog.String("connection", conn)), signal: make(chan struct{}, 1), fresh: true,
+	w := &worker{b: b, conn: conn, log: b.log.With(slog.String("connection", logid.Conn(conn))), signal: make(chan struct{}, 1), fresh: true,
 		memory: connMemory{st: b.st, key: "conn:" + conn}}
 	if l != nil {
 		w.lease, w.held, w.fetch = *l, true, true

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/packbot/packbot/internal/logid"
 )
 
 // ErrUnsupported: the channel lacks the capability an outbound message needs.
@@ -108,10 +110,10 @@ func Send(ctx context.Context, ch Channel, conn string, o Outbound) error {
 		}
 		err = rs.SendReceipts(ctx, conn, *o.Receipts)
 	default:
-		return fmt.Errorf("send to %s: %w: empty message", conn, ErrRefused)
+		return fmt.Errorf("send to %s: %w: empty message", logid.Conn(conn), ErrRefused)
 	}
 	if err != nil {
-		return fmt.Errorf("send %s %s to %s: %w", o.Type(), o.ID(), conn, err)
+		return fmt.Errorf("send %s %s to %s: %w", o.Type(), o.ID(), logid.Conn(conn), err)
 	}
 	return nil
 }
@@ -123,6 +125,18 @@ func unsupported(ch Channel, what string) error {
 // Capabilities says which optional capabilities a channel has.
 type Capabilities struct {
 	Menus, Questions, Proofs, Profiles, Invitations, Receipts bool
+	// Announced: the channel announces every connection ([ConnectionAnnouncer]).
+	Announced bool
+}
+
+// ConnectionAnnouncer is a channel that announces every connection with [ConnectionReady]
+// before its other events, and whose other events name a connection its sender chooses (the VS
+// Agent's webhooks: anyone who reaches them can name any connection id). The bot then creates
+// a session only for a ConnectionReady: an event of a connection without one (never announced,
+// or closed) reaches no flow and changes nothing.
+type ConnectionAnnouncer interface {
+	Channel
+	AnnouncesConnections() bool
 }
 
 // CapabilitiesOf discovers ch's capabilities by type assertion.
@@ -133,5 +147,7 @@ func CapabilitiesOf(ch Channel) Capabilities {
 	_, profiles := ch.(ProfileSender)
 	_, invitations := ch.(InvitationSender)
 	_, receipts := ch.(ReceiptSender)
-	return Capabilities{Menus: menus, Questions: questions, Proofs: proofs, Profiles: profiles, Invitations: invitations, Receipts: receipts}
+	a, ok := ch.(ConnectionAnnouncer)
+	return Capabilities{Menus: menus, Questions: questions, Proofs: proofs, Profiles: profiles, Invitations: invitations, Receipts: receipts,
+		Announced: ok && a.AnnouncesConnections()}
 }

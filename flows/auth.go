@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
 	"github.com/packbot/packbot/store"
@@ -79,7 +80,7 @@ func ProofRequest(p *packs.Pack, purpose string) channel.ProofRequest {
 // presentation handles the outcome of the proof request d waits for.
 func (t *turn) presentation(ctx context.Context, d *authWait, p channel.PresentationResult) error {
 	if d.Request != "" && p.RequestID != "" && p.RequestID != d.Request {
-		t.e.log.InfoContext(ctx, "presentation for no pending request ignored", slog.String("connection", t.conn),
+		t.e.log.InfoContext(ctx, "presentation for no pending request ignored", slog.String("connection", logid.Conn(t.conn)),
 			slog.String("request", p.RequestID), slog.String("outcome", string(p.Outcome)))
 		return nil
 	}
@@ -97,7 +98,7 @@ func (t *turn) presentation(ctx context.Context, d *authWait, p channel.Presenta
 	case channel.TimedOut:
 		return t.sayKey(ctx, "AUTH_TIMEOUT")
 	}
-	t.e.log.InfoContext(ctx, "authentication failed", slog.String("connection", t.conn), slog.String("outcome", string(p.Outcome)),
+	t.e.log.InfoContext(ctx, "authentication failed", slog.String("connection", logid.Conn(t.conn)), slog.String("outcome", string(p.Outcome)),
 		slog.String("reason", p.Reason))
 	return t.sayKey(ctx, "AUTH_FAILED")
 }
@@ -117,7 +118,7 @@ func (t *turn) verified(ctx context.Context, p channel.PresentationResult) error
 	a := t.e.pack.Flows.Authentication
 	identity := claimString(p.Claims, a.UserIdentityAttribute)
 	if identity == "" {
-		t.e.log.InfoContext(ctx, "authentication failed", slog.String("connection", t.conn),
+		t.e.log.InfoContext(ctx, "authentication failed", slog.String("connection", logid.Conn(t.conn)),
 			slog.String("reason", fmt.Sprintf("the credential has no %q attribute (flows.authentication.userIdentityAttribute)", a.UserIdentityAttribute)))
 		return t.sayKey(ctx, "AUTH_FAILED")
 	}
@@ -141,7 +142,7 @@ func (t *turn) verified(ctx context.Context, p channel.PresentationResult) error
 		// Approvals would see the previous login's roles: say so, but the login itself stands.
 		t.e.log.ErrorContext(ctx, "roles not recorded in the directory", slog.String("identity", identity), slog.Any("err", err))
 	}
-	t.e.log.InfoContext(ctx, "authenticated", slog.String("connection", t.conn), slog.String("identity", identity),
+	t.e.log.InfoContext(ctx, "authenticated", slog.String("connection", logid.Conn(t.conn)), slog.String("identity", identity),
 		slog.Any("roles", roles), slog.Bool("admin", t.e.rbac.IsAdmin(t.caller())))
 	if t.s.DisplayName != "" {
 		return t.sayKey(ctx, "AUTH_SUCCESS_NAME", "name", t.s.DisplayName)

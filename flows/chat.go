@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/packbot/packbot/agent"
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/rbac"
 	"github.com/packbot/packbot/store"
 )
@@ -32,7 +33,7 @@ func (t *turn) chat(ctx context.Context, text string) error {
 		if retryable(err) {
 			return fmt.Errorf("load memory: %w", err) // handled again once the store is back
 		}
-		t.e.log.WarnContext(ctx, "load memory", slog.String("connection", t.conn), slog.Any("err", err))
+		t.e.log.WarnContext(ctx, "load memory", slog.String("connection", logid.Conn(t.conn)), slog.Any("err", err))
 		past = nil
 	}
 	history := make([]agent.Message, 0, len(past))
@@ -71,7 +72,7 @@ func (t *turn) chat(ctx context.Context, text string) error {
 		return fmt.Errorf("chat turn: %w", err) // a tool call's step could not be recorded
 	}
 	if err != nil {
-		t.e.log.WarnContext(ctx, "LLM turn failed", slog.String("connection", t.conn), slog.Int("llm_calls", reply.LLMCalls), slog.Any("err", err))
+		t.e.log.WarnContext(ctx, "LLM turn failed", slog.String("connection", logid.Conn(t.conn)), slog.Int("llm_calls", reply.LLMCalls), slog.Any("err", err))
 		if errors.Is(err, agent.ErrTimeout) {
 			return t.sayKey(ctx, "LLM_TIMEOUT")
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/i18n"
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/menu"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
@@ -303,7 +304,7 @@ func (t *turn) proof(ctx context.Context, p channel.PresentationResult) error {
 			return r.proof(t, ctx, d, p)
 		}
 	}
-	t.e.log.InfoContext(ctx, "presentation for no pending request ignored", slog.String("connection", t.conn),
+	t.e.log.InfoContext(ctx, "presentation for no pending request ignored", slog.String("connection", logid.Conn(t.conn)),
 		slog.String("request", p.RequestID), slog.String("outcome", string(p.Outcome)))
 	return nil
 }

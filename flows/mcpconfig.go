@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
@@ -219,7 +220,7 @@ func (t *turn) configValue(ctx context.Context, fs *mcpField, value string) erro
 	tools, err := t.e.pool.Configure(ctx, t.s.Identity, srv.Name, typed)
 	t.dropDraft(ctx, fs.Server) // saved as working credentials, or refused: the draft is done either way
 	if err != nil {
-		t.e.log.InfoContext(ctx, "MCP credentials refused", slog.String("connection", t.conn), slog.String("server", srv.Name),
+		t.e.log.InfoContext(ctx, "MCP credentials refused", slog.String("connection", logid.Conn(t.conn)), slog.String("server", srv.Name),
 			slog.String("reason", mcp.Classify(err)))
 		return t.sayKey(ctx, configFailure(err), "server", srv.Name)
 	}

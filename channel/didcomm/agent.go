@@ -25,6 +25,7 @@ import (
 	"github.com/hyperledger/aries-framework-go/pkg/store/connection"
 
 	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/store"
 )
 
@@ -239,14 +240,14 @@ func (a *agent) run(ctx context.Context, onInbound inboundFunc, onConnection con
 			}
 			rec, err := a.lookup.GetConnectionRecord(props.ConnectionID())
 			if err != nil {
-				a.log.WarnContext(ctx, "didcomm connection completed but not found", "connection", props.ConnectionID(), "err", err)
+				a.log.WarnContext(ctx, "didcomm connection completed but not found", "connection", logid.Conn(props.ConnectionID()), "err", err)
 				continue
 			}
 			a.remember(rec)
-			a.log.InfoContext(ctx, "didcomm connection completed", "connection", rec.ConnectionID, "their_label", rec.TheirLabel)
+			a.log.InfoContext(ctx, "didcomm connection completed", "connection", logid.Conn(rec.ConnectionID), "their_label", rec.TheirLabel)
 			if err := onConnection(ctx, rec.ConnectionID, rec.TheirLabel); err != nil {
 				// The connection's first message tells the bot about it instead.
-				a.log.WarnContext(ctx, "didcomm connection completed but not reported", "connection", rec.ConnectionID, "err", err)
+				a.log.WarnContext(ctx, "didcomm connection completed but not reported", "connection", logid.Conn(rec.ConnectionID), "err", err)
 			}
 		}
 	}
@@ -265,7 +266,7 @@ func (a *agent) abandoned(ctx context.Context, st service.StateMsg) {
 	}
 	reason, endpoint, undelivered := parseUndelivered(cause)
 	if !undelivered {
-		a.log.WarnContext(ctx, "didcomm connection abandoned", "connection", connID, "reason", "protocol", "err", cause)
+		a.log.WarnContext(ctx, "didcomm connection abandoned", "connection", logid.Conn(connID), "reason", "protocol", "err", cause)
 		return
 	}
 	// The message that failed is the one afgo was answering st.Msg with.
@@ -278,7 +279,7 @@ func (a *agent) abandoned(ctx context.Context, st service.StateMsg) {
 			sent = didexchange10 + "complete"
 		}
 	}
-	a.log.WarnContext(ctx, "didcomm message not delivered", "connection", connID, "type", sent,
+	a.log.WarnContext(ctx, "didcomm message not delivered", "connection", logid.Conn(connID), "type", sent,
 		"endpoint", endpointHost(endpoint), "reason", reason, "state", "abandoned", "err", cause)
 	if a.cfg.Undelivered != nil {
 		a.cfg.Undelivered(reason)
@@ -347,7 +348,7 @@ func (a *agent) send(ctx context.Context, connID string, msg any) error {
 	}
 	rec, err := a.connection(connID)
 	if err != nil {
-		a.log.WarnContext(a.life, "didcomm message not delivered", "connection", connID, "type", messageType(msg),
+		a.log.WarnContext(a.life, "didcomm message not delivered", "connection", logid.Conn(connID), "type", messageType(msg),
 			"reason", ReasonNoRoute, "err", err)
 		if a.cfg.Undelivered != nil {
 			a.cfg.Undelivered(ReasonNoRoute)
@@ -415,7 +416,7 @@ func (a *agent) undelivered(connID, msgType, endpoint string, err error) error {
 	if endpoint == "" {
 		endpoint = ep
 	}
-	a.log.WarnContext(a.life, "didcomm message not delivered", "connection", connID, "type", msgType,
+	a.log.WarnContext(a.life, "didcomm message not delivered", "connection", logid.Conn(connID), "type", msgType,
 		"endpoint", endpointHost(endpoint), "reason", reason, "err", err)
 	if a.cfg.Undelivered != nil {
 		a.cfg.Undelivered(reason)

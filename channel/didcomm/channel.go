@@ -15,6 +15,7 @@ import (
 	"github.com/hyperledger/aries-framework-go/pkg/didcomm/common/service"
 
 	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/store"
 )
 
@@ -210,7 +211,7 @@ func (c *Channel) inbound(ctx context.Context, connID string, m service.DIDCommM
 		if c.decode(ctx, connID, typ, raw, &p) && (p.ResponseRequested == nil || *p.ResponseRequested) {
 			resp := pingMessage{header: header{Type: typePingResponse, ID: uuid.NewString(), Thread: &thread{ThID: m.ID()}}}
 			if err := c.a.send(ctx, connID, resp); err != nil {
-				c.log.WarnContext(ctx, "didcomm ping response", "connection", connID, "err", err)
+				c.log.WarnContext(ctx, "didcomm ping response", "connection", logid.Conn(connID), "err", err)
 			}
 		}
 	case typePresentation, typePresentationProblem:
@@ -224,7 +225,7 @@ func (c *Channel) inbound(ctx context.Context, connID string, m service.DIDCommM
 	case typeReceipts, typeRequestReceipt, typePingResponse, typePresentationAck:
 		c.log.DebugContext(ctx, "didcomm message", "connection", connID, "type", typ)
 	default:
-		c.log.InfoContext(ctx, "didcomm message of an unsupported type ignored", "connection", connID, "type", typ)
+		c.log.InfoContext(ctx, "didcomm message of an unsupported type ignored", "connection", logid.Conn(connID), "type", typ)
 	}
 	return nil
 }
@@ -232,7 +233,7 @@ func (c *Channel) inbound(ctx context.Context, connID string, m service.DIDCommM
 // decode reads a message body, logging (without content) when it is malformed.
 func (c *Channel) decode(ctx context.Context, connID, typ string, raw []byte, v any) bool {
 	if err := json.Unmarshal(raw, v); err != nil {
-		c.log.WarnContext(ctx, "didcomm message refused", "connection", connID, "type", typ, "reason", "malformed", "err", err)
+		c.log.WarnContext(ctx, "didcomm message refused", "connection", logid.Conn(connID), "type", typ, "reason", "malformed", "err", err)
 		return false
 	}
 	return true
@@ -254,7 +255,7 @@ func (c *Channel) sendProfile(ctx context.Context, connID, thid string) {
 	msg := profileMessage{header: header{Type: typeProfile, ID: uuid.NewString(), Thread: &thread{ThID: thid}},
 		Profile: profile{DisplayName: c.cfg.Profile.DisplayName, Description: c.cfg.Profile.Description}}
 	if err := c.a.send(ctx, connID, msg); err != nil {
-		c.log.WarnContext(ctx, "didcomm profile answer", "connection", connID, "err", err)
+		c.log.WarnContext(ctx, "didcomm profile answer", "connection", logid.Conn(connID), "err", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/didcomm/credential"
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/store"
 )
 
@@ -140,10 +141,10 @@ func (p *proofs) expire(ctx context.Context, emit func(context.Context, string, 
 			// is forgotten once the bot has it.
 			if err := emit(ctx, "timeout/"+r.Key, channel.PresentationResult{Conn: pend.Conn, RequestID: r.Key, Outcome: channel.TimedOut,
 				Reason: fmt.Sprintf("no answer within %s", p.timeout)}); err != nil {
-				p.log.WarnContext(ctx, "didcomm proof request timeout not accepted; reported again later", "connection", pend.Conn, "request", r.Key, "err", err)
+				p.log.WarnContext(ctx, "didcomm proof request timeout not accepted; reported again later", "connection", logid.Conn(pend.Conn), "request", r.Key, "err", err)
 				continue
 			}
-			p.log.InfoContext(ctx, "didcomm proof request unanswered", "connection", pend.Conn, "request", r.Key, "waited", p.timeout)
+			p.log.InfoContext(ctx, "didcomm proof request unanswered", "connection", logid.Conn(pend.Conn), "request", r.Key, "waited", p.timeout)
 			p.forget(ctx, r.Key)
 		}
 	}
@@ -244,7 +245,7 @@ func (p *proofs) inbound(ctx context.Context, conn string, typ string, m service
 	case typePresentation:
 		pend, ok := p.pending(ctx, conn, thid)
 		if !ok {
-			p.log.WarnContext(ctx, "didcomm presentation for no pending request", "connection", conn, "thread", thid)
+			p.log.WarnContext(ctx, "didcomm presentation for no pending request", "connection", logid.Conn(conn), "thread", thid)
 			return nil, false
 		}
 		res := p.verify(conn, thid, pend, raw)
@@ -256,7 +257,7 @@ func (p *proofs) inbound(ctx context.Context, conn string, typ string, m service
 			reply = pr
 		}
 		if err := p.a.send(ctx, conn, reply); err != nil {
-			p.log.WarnContext(ctx, "didcomm presentation answer", "connection", conn, "err", err)
+			p.log.WarnContext(ctx, "didcomm presentation answer", "connection", logid.Conn(conn), "err", err)
 		}
 		return res, true
 	}

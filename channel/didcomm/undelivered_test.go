@@ -17,6 +17,7 @@ import (
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/didcomm/credential"
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/interop/credo"
 )
 
@@ -134,7 +135,7 @@ func TestMediatorDown(t *testing.T) {
 	if !errors.Is(err, ErrUndelivered) {
 		t.Fatalf("send with the mediator down: %v, want ErrUndelivered", err)
 	}
-	if got := logs.lines("level=WARN", `msg="didcomm message not delivered"`, "connection="+conn, "type="+typeBasicMessage, "reason="+ReasonRefused, "endpoint=ws://127.0.0.1:"); len(got) != 1 {
+	if got := logs.lines("level=WARN", `msg="didcomm message not delivered"`, "connection="+logid.Conn(conn), "type="+typeBasicMessage, "reason="+ReasonRefused, "endpoint=ws://127.0.0.1:"); len(got) != 1 {
 		t.Fatalf("WARN lines for the undelivered text: %q", got)
 	}
 	if n := counts.get(ReasonRefused); n != 1 {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/didcomm/credential"
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/store"
 )
 
@@ -202,7 +203,7 @@ func (w *Wallet) inbound(ctx context.Context, conn string, m service.DIDCommMsgM
 	case typeRequestPresentation:
 		req, err := parseRequest(conn, raw)
 		if err != nil {
-			w.log.WarnContext(ctx, "wallet proof request refused", "connection", conn, "err", err)
+			w.log.WarnContext(ctx, "wallet proof request refused", "connection", logid.Conn(conn), "err", err)
 			return e, false
 		}
 		w.mu.Lock()

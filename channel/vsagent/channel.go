@@ -2,6 +2,7 @@ package vsagent
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,9 +39,20 @@ type Config struct {
 	MaxBodyBytes int64
 	// Logger receives the channel's logs; nil discards them. Message contents are never logged.
 	Logger *slog.Logger
-	// Now stamps outbound messages; nil means time.Now.
+	// Now stamps outbound messages and paces the logging of rejected webhooks; nil means
+	// time.Now.
 	Now func() time.Time
+	// WebhookSecret, when set, is required of every webhook: as the path segment of
+	// /hooks/<secret>/<route> (the VS Agent's EVENTS_BASE_URL=http://bot/hooks/<secret>), as
+	// "Authorization: Bearer <secret>", or as the password of basic authentication
+	// (EVENTS_BASE_URL=http://vs:<secret>@bot). A webhook without it is answered 401 and changes
+	// nothing. At least [MinSecretLen] characters, letters, digits, '-', '_', '.' and '~' only.
+	// Empty: webhooks are not authenticated (keep them on a private network).
+	WebhookSecret string
 }
+
+// rejectLogInterval: at most one log line per route and interval for rejected webhooks.
+const rejectLogInterval = time.Second
 
 // Run states.
 const (
@@ -58,6 +70,8 @@ type Channel struct {
 	maxBody  int64
 	log      *slog.Logger
 	now      func() time.Time
+	secret   []byte // SHA-256 of Config.WebhookSecret; nil: webhooks are not authenticated
+	rejects  rejectLog
 
 	// state goes new → running → stopped and is read without a lock (sends, webhook admission).
 	// Deliveries hold mu for reading while they check it and call the handler, so that once Run
@@ -87,8 +101,16 @@ func New(cfg Config) (*Channel, error) {
 		maxBody:  cfg.MaxBodyBytes,
 		log:      cfg.Logger,
 		now:      cfg.Now,
+		rejects:  rejectLog{every: rejectLogInterval, last: map[string]time.Time{}, suppressed: map[string]int{}},
 		running:  make(chan struct{}),
 		locks:    connLocks{m: make(map[string]*connLock)},
+	}
+	if cfg.WebhookSecret != "" {
+		if err := CheckWebhookSecret(cfg.WebhookSecret); err != nil {
+			return nil, fmt.Errorf("vsagent: %w", err)
+		}
+		h := sha256.Sum256([]byte(cfg.WebhookSecret))
+		c.secret = h[:]
 	}
 	if c.client == nil {
 		// One connection per concurrent post is kept alive: the default two per host make most
@@ -225,5 +247,13 @@ func (l *connLocks) lock(conn string) (unlock func()) {
 	}
 }
 
+// AnnouncesConnections is true: the VS Agent posts connection-state-updated "completed" before
+// any message of a connection, and its webhooks name connections by an id the sender chooses,
+// so the bot keeps sessions to the connections announced (see [channel.ConnectionAnnouncer]).
+func (c *Channel) AnnouncesConnections() bool { return true }
+
 // Interface guards.
-var _ channel.Channel = (*Channel)(nil)
+var (
+	_ channel.Channel             = (*Channel)(nil)
+	_ channel.ConnectionAnnouncer = (*Channel)(nil)
+)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -377,9 +378,33 @@ func unmarshal(data []byte, v any) error {
 		if field == "" {
 			field = "body"
 		}
-		return bad("%s: want %s, got %s", safe(field), typ.Type, typ.Value)
+		return bad("%s: want %s, got %s", safe(field), jsonKind(typ.Type), typ.Value)
 	}
 	return bad("malformed JSON")
+}
+
+// jsonKind names the JSON kind a Go type decodes from, without its Go name (a struct type's
+// fields and tags are the decoder's internals).
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another kind"
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "object"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8,
+		reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "another kind"
 }
 
 // checkConn rejects a missing or implausible connection id.

@@ -199,7 +199,7 @@ var badCases = []badCase{
 	{"not JSON", routeConnectionState, `hello`, "malformed JSON at byte 1"},
 	{"truncated", routeMessageReceived, `{"type":"message-received","message":{"type":"text"`, "malformed JSON"},
 	{"trailing garbage", routeConnectionState, `{"connectionId":"c1","state":"completed"} {}`, "malformed JSON"},
-	{"array", routeMessageState, `[]`, "body: want"},
+	{"array", routeMessageState, `[]`, "body: want object, got array"},
 	{"no message", routeMessageReceived, `{"type":"message-received"}`, "no message"},
 	{"null message", routeMessageReceived, `{"type":"message-received","message":null}`, "no message"},
 	{"message not an object", routeMessageReceived, `{"message":"text"}`, "want"},

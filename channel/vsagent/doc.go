@@ -6,9 +6,10 @@
 // It owns the translation between the VS Agent's JSON and the [channel] events and messages, and
 // nothing else: it keeps no per-connection state, so any replica can send to any connection and
 // take any webhook. It does not verify credentials (the VS Agent does, and reports the result),
-// send the bot's profile (the VS Agent does that itself), retry failed sends (the bot's outbox
-// does) or authenticate webhooks (the VS Agent signs nothing: keep the routes on a private
-// network).
+// send the bot's profile (the VS Agent does that itself) or retry failed sends (the bot's outbox
+// does). The VS Agent signs nothing and sends no credentials of its own: with a
+// [Config.WebhookSecret], webhooks must carry that secret in the events URL (a path segment, or
+// user info) or as a bearer token; without one, keep the routes on a private network.
 //
 // Webhooks are acknowledged at once: the body is decoded, the event handed to the handler (which
 // only enqueues) and the request answered, so the VS Agent, which never retries, never waits for

@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/internal/logid"
 )
 
 // Outbound message types of the admin API.
@@ -274,7 +275,7 @@ func (c *Channel) post(ctx context.Context, h header, msg any) (string, error) {
 	if resp.StatusCode/100 != 2 {
 		errBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyBytes))
 		err := &StatusError{Type: h.Type, StatusCode: resp.StatusCode, kind: classify(resp.StatusCode, errBody)}
-		c.log.WarnContext(ctx, "VS Agent refused a message", "type", h.Type, "conn", h.ConnectionID, "status", resp.StatusCode)
+		c.log.WarnContext(ctx, "VS Agent refused a message", "type", h.Type, "conn", logid.Conn(h.ConnectionID), "status", resp.StatusCode)
 		return "", err
 	}
 	var answer struct {

@@ -45,6 +45,8 @@ type channelDeps struct {
 	dataDir   string
 	publicURL string
 	maxBody   int64
+	// webhookSecret is PACKBOT_WEBHOOK_SECRET (checked), required of the VS Agent's webhooks.
+	webhookSecret string
 	// undelivered counts the messages the channel could not deliver, by reason (nil: not counted).
 	undelivered func(reason string)
 }
@@ -122,7 +124,8 @@ func openVSAgent(_ context.Context, d channelDeps) (channel.Channel, error) {
 	if admin == "" {
 		return nil, errors.New("channel vsagent: set VS_AGENT_ADMIN_URL to the VS Agent's admin API")
 	}
-	ch, err := vsagent.New(vsagent.Config{AdminURL: admin, MaxBodyBytes: d.maxBody, Logger: d.app.logger.With("component", "vsagent")})
+	ch, err := vsagent.New(vsagent.Config{AdminURL: admin, MaxBodyBytes: d.maxBody, WebhookSecret: d.webhookSecret,
+		Logger: d.app.logger.With("component", "vsagent")})
 	if err != nil {
 		return nil, fmt.Errorf("channel vsagent: %w", err)
 	}

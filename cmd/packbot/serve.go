@@ -86,9 +86,17 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	hookSecret, err := webhookSecret(a)
+	if err != nil {
+		return err
+	}
+	if hookSecret != "" && kind != "vsagent" {
+		a.logger.WarnContext(ctx, envWebhookSecret+" is ignored: the "+kind+" channel receives no webhooks")
+	}
 	a.logger.InfoContext(ctx, "agent pack loaded", slog.String("source", p.Source), slog.String("id", p.Metadata.ID),
 		slog.Int("mcp_servers", len(p.MCP.Servers)))
-	s := &services{app: a, opts: o, pack: p, kind: kind, openChannel: open, maxBody: maxBody}
+	s := &services{app: a, opts: o, pack: p, kind: kind, openChannel: open, maxBody: maxBody, secret: hookSecret,
+		eps: planEndpoints(ctx, a, o.http, kind)}
 	lc := &lifecycle{log: a.logger, parts: s.components()}
 	if err := lc.run(ctx, s.started); err != nil {
 		return err
@@ -105,14 +113,13 @@ type services struct {
 	kind        string
 	openChannel channelFactory
 	maxBody     int64
+	secret      string // PACKBOT_WEBHOOK_SECRET
+	eps         endpoints
 
 	st          store.Store
 	scfg        storeConfig
 	kr          *secret.Keyring
-	ln          net.Listener
-	served      bool // ln is the server's to close
 	publicURL   string
-	mux         *http.ServeMux
 	reg         *prometheus.Registry
 	undelivered *prometheus.CounterVec
 	ch          channel.Channel
@@ -121,25 +128,37 @@ type services struct {
 	pool        *mcp.Pool
 	oauth       *oauth.Manager
 	approvals   *approvals.Service
-	srv         *http.Server
 }
 
 // components are serve's parts in dependency order. The channel and the conversation run
-// before the server, so that no inbound message or webhook arrives before the channel runs;
-// they stop in reverse: the server, then the channel's deliveries, then the bot (it lets what it
-// queued finish), and only then the MCP pool its events use.
+// before the servers, so that no inbound message or webhook arrives before the channel runs;
+// they stop in reverse: the servers, then the channel's deliveries, then the bot (it lets what
+// it queued finish), and only then the MCP pool its events use. Each listener (public, and
+// webhooks and admin when they have addresses of their own) is a part, and so is its server.
 func (s *services) components() []component {
-	return []component{
+	parts := []component{
 		{name: "store", provision: s.openStore, stop: func(context.Context) error { return s.st.Close() }},
-		{name: "http listener", provision: s.listen, stop: s.closeListener},
+		{name: "public listener", provision: s.listen, stop: s.eps.public.close},
+	}
+	for _, e := range s.eps.all[1:] {
+		parts = append(parts, component{name: e.name + " listener", provision: e.listen, stop: e.close})
+	}
+	parts = append(parts, []component{
 		{name: "channel", provision: s.openWalletChannel, stop: func(context.Context) error { return s.ch.Close() }},
 		{name: "mcp pool", provision: s.openMCP, run: func(ctx context.Context) error { return s.pool.Run(ctx) },
 			stop: func(context.Context) error { s.pool.Close(); return nil }},
 		{name: "bot", provision: s.provisionBot, run: func(ctx context.Context) error { return s.bot.Run(ctx) }},
 		{name: "approvals sweeper", run: func(ctx context.Context) error { return s.approvals.Run(ctx) }},
 		{name: "channel " + s.kind, run: func(ctx context.Context) error { return s.ch.Run(ctx, s.bot) }},
-		{name: "http server", provision: s.newServer, run: s.serve},
+	}...)
+	for _, e := range s.eps.all {
+		name := "http server"
+		if e != s.eps.public {
+			name = e.name + " http server"
+		}
+		parts = append(parts, component{name: name, provision: e.newServer, run: e.serve})
 	}
+	return parts
 }
 
 func (s *services) openStore(ctx context.Context) error {
@@ -154,24 +173,22 @@ func (s *services) openStore(ctx context.Context) error {
 	return nil
 }
 
-// listen opens the HTTP listener (its address is the default public URL) and builds the mux the
-// channel, the OAuth callback and the operational endpoints mount on.
+// listen opens the public listener (its address is the default public URL) and builds the muxes
+// the channel, the OAuth callback and the operational endpoints mount on.
 func (s *services) listen(ctx context.Context) error {
 	a := s.app
-	addr := firstNonEmpty(s.opts.http, a.getenv("PACKBOT_HTTP_ADDR"), "127.0.0.1:8080")
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s (set --http or PACKBOT_HTTP_ADDR): %w", addr, err)
+	pub := s.eps.public
+	if err := pub.listen(ctx); err != nil {
+		return err
 	}
-	s.ln = limitListener(ln, defaultHTTPLimits().MaxConns)
 	s.publicURL = firstNonEmpty(s.opts.channel.publicURL, a.getenv("PACKBOT_PUBLIC_URL"))
 	if err := checkPublicURL(s.publicURL); err != nil {
-		_ = ln.Close()
+		_ = pub.ln.Close()
 		return err
 	}
 	if s.publicURL == "" {
-		s.publicURL = defaultPublicURL(ln.Addr())
-		if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
+		s.publicURL = defaultPublicURL(pub.ln.Addr())
+		if host, _, _ := net.SplitHostPort(pub.ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
 			a.logger.WarnContext(ctx, "listening on all interfaces without PACKBOT_PUBLIC_URL: wallets are told "+s.publicURL+
 				", which only this machine can reach; set --public-url or PACKBOT_PUBLIC_URL")
 		}
@@ -180,15 +197,11 @@ func (s *services) listen(ctx context.Context) error {
 		Name: "packbot_didcomm_undelivered_total",
 		Help: "DIDComm messages that could not be delivered to a wallet (or its mediator), by reason.",
 	}, []string{"reason"})
-	s.mux, s.reg = newHTTPHandler(s.st, s.pack, a.logger, s.undelivered)
-	return nil
-}
-
-func (s *services) closeListener(context.Context) error {
-	if s.served { // the server closed it
-		return nil
+	for _, e := range s.eps.all {
+		e.mux = http.NewServeMux()
 	}
-	return s.ln.Close()
+	s.eps.admin.mux, s.reg = newHTTPHandler(s.st, s.pack, a.logger, s.undelivered)
+	return nil
 }
 
 // openWalletChannel opens the wallet channel, mounts its endpoints and builds the bot that
@@ -196,13 +209,17 @@ func (s *services) closeListener(context.Context) error {
 func (s *services) openWalletChannel(ctx context.Context) error {
 	a := s.app
 	ch, err := s.openChannel(ctx, channelDeps{app: a, pack: s.pack, records: s.st, storeKind: s.scfg.kind, dataDir: s.opts.store.dir(a),
-		publicURL: s.publicURL, maxBody: s.maxBody, undelivered: func(reason string) { s.undelivered.WithLabelValues(reason).Inc() }})
+		publicURL: s.publicURL, maxBody: s.maxBody, webhookSecret: s.secret, undelivered: func(reason string) { s.undelivered.WithLabelValues(reason).Inc() }})
 	if err != nil {
 		return err
 	}
 	s.ch = ch
 	if m, ok := ch.(channel.HTTPMounter); ok {
-		m.Mount(s.mux)
+		mux := s.eps.public.mux // the DIDComm endpoint and invitation
+		if s.kind == "vsagent" {
+			mux = s.eps.webhooks.mux
+		}
+		m.Mount(mux)
 	}
 	s.bot, err = bot.New(bot.Config{Channel: ch, Store: s.st, Logger: a.logger, Keyring: s.kr, BeforeHandle: a.beforeHandle})
 	if err != nil {
@@ -219,7 +236,7 @@ func (s *services) openMCP(ctx context.Context) error {
 	if s.model, err = newModel(ctx, s.app, s.pack); err != nil {
 		return err
 	}
-	s.pool, s.oauth, err = openMCP(ctx, s.app, s.pack, s.st, s.kr, s.publicURL, s.mux, s.bot, s.model)
+	s.pool, s.oauth, err = openMCP(ctx, s.app, s.pack, s.st, s.kr, s.publicURL, s.eps.public.mux, s.bot, s.model)
 	return err
 }
 
@@ -234,37 +251,17 @@ func (s *services) provisionBot(context.Context) error {
 	return nil
 }
 
-func (s *services) newServer(ctx context.Context) error {
-	s.srv = newHTTPServer(ctx, s.mux, defaultHTTPLimits())
-	return nil
-}
-
-// serve serves HTTP until ctx ends, then shuts the server down (at most 10 s).
-func (s *services) serve(ctx context.Context) error {
-	s.served = true
-	errc := make(chan error, 1)
-	go func() { errc <- s.srv.Serve(s.ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := s.srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("http shutdown: %w", err)
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
 // started says where serve listens, and prints the channel's invitation when it has one.
 func (s *services) started(ctx context.Context) {
 	log := s.app.logger
-	log.InfoContext(ctx, "packbot serving", slog.String("http", "http://"+s.ln.Addr().String()), slog.String("channel", s.kind),
-		slog.String("public_url", s.publicURL))
+	attrs := []any{slog.String("http", s.eps.public.url())}
+	for _, e := range s.eps.all[1:] {
+		attrs = append(attrs, slog.String(e.name, e.url()))
+	}
+	log.InfoContext(ctx, "packbot serving", append(attrs, slog.String("channel", s.kind), slog.String("public_url", s.publicURL))...)
+	if s.kind == "vsagent" {
+		warnOpenWebhooks(ctx, log, s.eps.webhooks, s.secret)
+	}
 	if inv, ok := s.ch.(channel.Inviter); ok {
 		if err := printInvitation(ctx, s.app, inv); err != nil {
 			log.ErrorContext(ctx, "invitation", slog.Any("err", err))
@@ -300,8 +297,9 @@ func printInvitation(ctx context.Context, a *app, ch channel.Inviter) error {
 	return didcomm.WriteQR(a.stdout, inv.ShortURL)
 }
 
-// newHTTPHandler serves the operational endpoints; the wallet channel (the DIDComm inbound
-// endpoint, the VS Agent webhooks) and later OAuth callbacks mount on the same mux.
+// newHTTPHandler serves the operational endpoints (the admin listener's routes); on the single
+// default listener the wallet channel (the DIDComm inbound endpoint, the VS Agent webhooks) and
+// OAuth callbacks mount on the same mux.
 func newHTTPHandler(st store.Store, p *packs.Pack, log *slog.Logger, metrics ...prometheus.Collector) (*http.ServeMux, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics...)
@@ -356,6 +354,7 @@ func registerBotMetrics(reg *prometheus.Registry, s *bot.Stats) {
 		{"packbot_events_failures_total", "Event handlings that failed (a panic, an error) and will be retried.", &s.Failures},
 		{"packbot_events_parked_total", "Events parked after too many failures (packbot events parked).", &s.Parked},
 		{"packbot_connection_leases_taken_total", "Connection leases this replica took.", &s.Takeovers},
+		{"packbot_events_unannounced_total", "Events dropped because the channel never announced their connection (no session).", &s.Unannounced},
 	}
 	for _, c := range counters {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, func() float64 { return float64(c.v.Load()) }))

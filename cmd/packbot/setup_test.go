@@ -39,6 +39,10 @@ func TestServeRefusesMalformedSettings(t *testing.T) {
 			[]string{"LLM_PROVIDER", "openai"}},
 		{"temperature", map[string]string{"OPENAI_TEMPERATURE": "hot"},
 			[]string{"OPENAI_TEMPERATURE", "not a number"}},
+		{"webhook secret too short", map[string]string{"PACKBOT_WEBHOOK_SECRET": "kurz"},
+			[]string{"PACKBOT_WEBHOOK_SECRET", "at least 16", "openssl rand -hex 24"}},
+		{"webhook secret not URL-safe", map[string]string{"PACKBOT_WEBHOOK_SECRET": "geheim/geheim/geheim"},
+			[]string{"PACKBOT_WEBHOOK_SECRET", "letters, digits", "EVENTS_BASE_URL"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := map[string]string{"PACKBOT_DATA_DIR": t.TempDir()}

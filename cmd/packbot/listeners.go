@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/packbot/packbot/channel/vsagent"
+)
+
+// Environment variables of the listeners and the webhook secret.
+const (
+	envHTTPAddr      = "PACKBOT_HTTP_ADDR"
+	envWebhookAddr   = "PACKBOT_WEBHOOK_ADDR"
+	envAdminAddr     = "PACKBOT_ADMIN_ADDR"
+	envWebhookSecret = "PACKBOT_WEBHOOK_SECRET"
+)
+
+// endpoint is one HTTP listener of serve, the routes that mount on it and its server. Every
+// endpoint has the limits of [defaultHTTPLimits].
+type endpoint struct {
+	name   string // public, webhooks, admin
+	setBy  string // what names its address, for messages
+	addr   string
+	ln     net.Listener
+	mux    *http.ServeMux
+	srv    *http.Server
+	served bool // ln is the server's to close
+}
+
+// listen opens the endpoint's listener, with the connection cap.
+func (e *endpoint) listen(ctx context.Context) error {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", e.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (set %s): %w", e.addr, e.setBy, err)
+	}
+	e.ln = limitListener(ln, defaultHTTPLimits().MaxConns)
+	return nil
+}
+
+func (e *endpoint) close(context.Context) error {
+	if e.served || e.ln == nil { // the server closed it
+		return nil
+	}
+	return e.ln.Close()
+}
+
+func (e *endpoint) newServer(ctx context.Context) error {
+	e.srv = newHTTPServer(ctx, e.mux, defaultHTTPLimits())
+	return nil
+}
+
+// serve serves HTTP until ctx ends, then shuts the server down (at most 10 s).
+func (e *endpoint) serve(ctx context.Context) error {
+	e.served = true
+	errc := make(chan error, 1)
+	go func() { errc <- e.srv.Serve(e.ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := e.srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// url is http:// and the address the endpoint listens on.
+func (e *endpoint) url() string { return "http://" + e.ln.Addr().String() }
+
+// endpoints are serve's listeners: public (the DIDComm endpoint, the invitation, OAuth
+// callbacks), webhooks (the VS Agent's events) and admin (/healthz, /readyz, /metrics). The
+// webhooks and admin endpoints are the public one unless PACKBOT_WEBHOOK_ADDR and
+// PACKBOT_ADMIN_ADDR name addresses of their own.
+type endpoints struct {
+	public, webhooks, admin *endpoint
+	all                     []*endpoint // the distinct ones, public first
+}
+
+// planEndpoints reads the addresses. A webhook address is for the vsagent channel only: with
+// another one it is ignored, with a warning.
+func planEndpoints(ctx context.Context, a *app, httpFlag, kind string) endpoints {
+	pub := &endpoint{name: "public", setBy: "--http or " + envHTTPAddr, addr: firstNonEmpty(httpFlag, a.getenv(envHTTPAddr), "127.0.0.1:8080")}
+	eps := endpoints{public: pub, webhooks: pub, admin: pub, all: []*endpoint{pub}}
+	own := func(name, env string) *endpoint {
+		addr := a.getenv(env)
+		if addr == "" || addr == pub.addr && !strings.HasSuffix(addr, ":0") { // ":0" is a port of its own each time
+			return pub
+		}
+		e := &endpoint{name: name, setBy: env, addr: addr}
+		eps.all = append(eps.all, e)
+		return e
+	}
+	if kind == "vsagent" {
+		eps.webhooks = own("webhooks", envWebhookAddr)
+	} else if a.getenv(envWebhookAddr) != "" {
+		a.logger.WarnContext(ctx, envWebhookAddr+" is ignored: the "+kind+" channel receives no webhooks")
+	}
+	eps.admin = own("admin", envAdminAddr)
+	return eps
+}
+
+// webhookSecret is PACKBOT_WEBHOOK_SECRET, checked.
+func webhookSecret(a *app) (string, error) {
+	v := a.getenv(envWebhookSecret)
+	if v == "" {
+		return "", nil
+	}
+	if err := vsagent.CheckWebhookSecret(v); err != nil {
+		return "", fmt.Errorf("%s: %v (fix: set it to %d or more letters, digits, '-', '_', '.' or '~', such as the output of "+
+			"'openssl rand -hex 24', and give the VS Agent EVENTS_BASE_URL=http://<packbot>/hooks/<the secret>)", envWebhookSecret, err, vsagent.MinSecretLen)
+	}
+	return v, nil
+}
+
+// warnOpenWebhooks warns when the VS Agent's webhooks listen beyond loopback without a secret:
+// whoever reaches the port can post events as any connection.
+func warnOpenWebhooks(ctx context.Context, log *slog.Logger, webhooks *endpoint, secret string) {
+	if secret != "" {
+		return
+	}
+	host, _, err := net.SplitHostPort(webhooks.ln.Addr().String())
+	if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsLoopback() {
+		return
+	}
+	log.WarnContext(ctx, "VS Agent webhooks listen on a non-loopback address without a secret: anyone who reaches it can post events as any connection",
+		slog.String("addr", webhooks.ln.Addr().String()),
+		slog.String("fix", "set "+envWebhookSecret+" (and EVENTS_BASE_URL=http://<packbot>/hooks/<secret> on the VS Agent), or "+envWebhookAddr+" to a private address"))
+}

@@ -1,0 +1,340 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/packbot/packbot/internal/logid"
+	"github.com/packbot/packbot/packs"
+)
+
+// hooksSecret is the PACKBOT_WEBHOOK_SECRET of these tests.
+const hooksSecret = "q7-Rv2_Lk9.Tx4~Wm8Zp3"
+
+// vsAdmin is a VS Agent admin API that records what packbot posts, by connection.
+type vsAdmin struct {
+	*httptest.Server
+	mu   sync.Mutex
+	sent map[string][]map[string]any
+}
+
+func newVSAdmin(t *testing.T) *vsAdmin {
+	v := &vsAdmin{sent: map[string][]map[string]any{}}
+	v.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&m); err == nil && r.URL.Path == "/v1/message" {
+			v.mu.Lock()
+			conn := fmt.Sprint(m["connectionId"])
+			v.sent[conn] = append(v.sent[conn], m)
+			v.mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":%q}`, uuid.NewString())
+	}))
+	t.Cleanup(v.Close)
+	return v
+}
+
+func (v *vsAdmin) count(conn string) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.sent[conn])
+}
+
+// waitFor waits until ok holds, failing after a minute.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for !ok() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// request sends body to url, with "Authorization: Bearer <bearer>" unless bearer is empty; it
+// returns the status and the answer.
+func request(t *testing.T, method, url, body string, bearer ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	if err == nil && len(bearer) > 0 {
+		req.Header.Set("Authorization", "Bearer "+bearer[0])
+	}
+	var resp *http.Response
+	if err == nil {
+		resp, err = http.DefaultClient.Do(req)
+	}
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	answer, err := io.ReadAll(resp.Body)
+	if err := errors.Join(err, resp.Body.Close()); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(answer)
+}
+
+// listenerAddr finds the address of listener name ("webhooks", "admin") in the "packbot serving"
+// line.
+func listenerAddr(t *testing.T, p *packbotProcess, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`packbot serving.* ` + name + `=http://([0-9.]+:[0-9]+)`).FindStringSubmatch(p.output())
+	if m == nil {
+		t.Fatalf("no %s listener in the logs:\n%s", name, p.output())
+	}
+	return m[1]
+}
+
+func hookState(conn string) string {
+	return fmt.Sprintf(`{"type":"connection-state-updated","timestamp":"2026-03-01T10:00:00Z","connectionId":%q,"invitationId":"i1","state":"completed"}`, conn)
+}
+
+func hookMessage(conn, msg string) string {
+	return fmt.Sprintf(`{"type":"message-received","timestamp":"2026-03-01T10:00:00Z","message":{"id":%q,"connectionId":%q,"timestamp":"2026-03-01T10:00:00Z",%s}}`,
+		uuid.NewString(), conn, msg)
+}
+
+// TestServeListenersAndSecret: with PACKBOT_WEBHOOK_ADDR, PACKBOT_ADMIN_ADDR and a webhook
+// secret, serve has three listeners, each with only its routes. On the webhooks listener, a
+// webhook without the secret — a forged proof submission with "verified": true included — is
+// answered 401 and changes nothing; with the secret (path segment, bearer or basic password) it
+// is served; a message of a connection never announced is dropped (counted on /metrics) and
+// gets no answer. Neither the secret nor a connection id reaches the logs at INFO.
+func TestServeListenersAndSecret(t *testing.T) {
+	admin := newVSAdmin(t)
+	p := startPackbot(t, t.TempDir(), []string{"PACKBOT_HTTP_ADDR=127.0.0.1:0", "PACKBOT_WEBHOOK_ADDR=127.0.0.1:0",
+		"PACKBOT_ADMIN_ADDR=127.0.0.1:0", "PACKBOT_WEBHOOK_SECRET=" + hooksSecret, "VS_AGENT_ADMIN_URL=" + admin.URL}, "serve")
+	public := p.waitServing(t)
+	hooks, adm := listenerAddr(t, p, "webhooks"), listenerAddr(t, p, "admin")
+	if public == hooks || public == adm || hooks == adm {
+		t.Fatalf("listeners public %s, webhooks %s, admin %s: want three", public, hooks, adm)
+	}
+
+	// Each listener has only its routes.
+	for _, c := range []struct {
+		method, url string
+		want        int
+	}{
+		{"GET", "http://" + adm + "/healthz", 200}, {"GET", "http://" + adm + "/readyz", 200}, {"GET", "http://" + adm + "/metrics", 200},
+		{"GET", "http://" + public + "/healthz", 404}, {"GET", "http://" + public + "/metrics", 404}, {"GET", "http://" + hooks + "/metrics", 404},
+		{"POST", "http://" + public + "/connection-state-updated", 404}, {"POST", "http://" + adm + "/connection-state-updated", 404},
+		{"POST", "http://" + public + "/hooks/" + hooksSecret + "/connection-state-updated", 404},
+	} {
+		if code, _ := request(t, c.method, c.url, hookState("c0")); code != c.want {
+			t.Errorf("%s %s: %d, want %d", c.method, c.url, code, c.want)
+		}
+	}
+
+	// Without the secret: 401, nothing created, nothing sent.
+	const victim, stranger, user = "3e1d9b62-victim", "8a4f0c17-stranger", "5c2b7e40-user"
+	base := "http://" + hooks
+	forged := hookMessage(victim, `"type":"identity-proof-submit","threadId":"t1","submittedProofItems":[{"id":"p1","type":"verifiable-credential","verified":true,"claims":[{"name":"email","value":"root@acme.corp"},{"name":"roles","value":"admin"}]}]`)
+	for _, c := range []struct {
+		route, body string
+		bearer      []string
+	}{
+		{"/connection-state-updated", hookState(victim), nil},
+		{"/message-received", forged, nil},
+		{"/message-received", forged, []string{"not-the-secret-at-all"}},
+		{"/hooks/not-the-secret-at-all/message-received", forged, nil},
+		{"/message-received", hookMessage(victim, `"type":"text","content":"/help"`), nil},
+	} {
+		if code, body := request(t, "POST", base+c.route, c.body, c.bearer...); code != 401 || body != "unauthorized\n" {
+			t.Errorf("%s without the secret: %d %q", c.route, code, body)
+		}
+	}
+
+	// With the secret, in each form: an announced connection is served.
+	if code, _ := request(t, "POST", base+"/hooks/"+hooksSecret+"/connection-state-updated", hookState(user)); code != 200 {
+		t.Fatalf("announcement with the secret: %d", code)
+	}
+	waitFor(t, "the greeting", func() bool { return admin.count(user) > 0 })
+	before := admin.count(user)
+	if code, _ := request(t, "POST", base+"/message-received", hookMessage(user, `"type":"text","content":"/help"`), hooksSecret); code != 200 {
+		t.Fatalf("bearer: %d", code)
+	}
+	waitFor(t, "the answer to /help", func() bool { return admin.count(user) > before })
+	hooksURL := "http://vs-agent:" + hooksSecret + "@" + hooks
+	before = admin.count(user)
+	if code, _ := request(t, "POST", hooksURL+"/message-received", hookMessage(user, `"type":"text","content":"/help"`)); code != 200 {
+		t.Fatalf("basic password: %d", code)
+	}
+	waitFor(t, "the answer to the second /help", func() bool { return admin.count(user) > before })
+
+	// With the secret, a connection never announced: accepted (the VS Agent does not retry),
+	// then dropped without an answer.
+	for _, msg := range []string{`"type":"text","content":"/help"`, `"type":"contextual-menu-request"`} {
+		if code, _ := request(t, "POST", base+"/hooks/"+hooksSecret+"/message-received", hookMessage(stranger, msg)); code != 200 {
+			t.Fatalf("unannounced: %d", code)
+		}
+	}
+	waitFor(t, "the unannounced events dropped", func() bool {
+		_, body := request(t, "GET", "http://"+adm+"/metrics", "")
+		return strings.Contains(body, "packbot_events_unannounced_total 2")
+	})
+	// A message of the user after the stranger's: when it is answered, the stranger's were
+	// handled long since (and got nothing).
+	before = admin.count(user)
+	if code, _ := request(t, "POST", base+"/hooks/"+hooksSecret+"/message-received", hookMessage(user, `"type":"text","content":"/help"`)); code != 200 {
+		t.Fatal(code)
+	}
+	waitFor(t, "the third answer", func() bool { return admin.count(user) > before })
+	if n, m := admin.count(victim), admin.count(stranger); n != 0 || m != 0 {
+		t.Fatalf("sent %d messages to the victim and %d to the stranger", n, m)
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-p.done; err != nil {
+		t.Fatalf("exit: %v\n%s", err, p.output())
+	}
+	logs := p.output()
+	if strings.Contains(logs, hooksSecret) || strings.Contains(logs, "not-the-secret") || strings.Contains(logs, "/hooks/") {
+		t.Errorf("a secret or a webhook path in the logs:\n%s", logs)
+	}
+	for l := range strings.Lines(logs) {
+		for _, conn := range []string{victim, stranger, user} {
+			if strings.Contains(l, conn) && !strings.Contains(l, "level=DEBUG") {
+				t.Errorf("connection id at INFO or above: %s", l)
+			}
+		}
+	}
+	for _, want := range []string{"reason=unauthorized", "connection=" + logid.Conn(stranger), "never announced"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "without a secret") {
+		t.Errorf("warned of open webhooks with a secret on loopback:\n%s", logs)
+	}
+}
+
+// TestServeWarnsOfOpenWebhooks: webhooks on all interfaces without a secret are a warning at
+// start, with the fix.
+func TestServeWarnsOfOpenWebhooks(t *testing.T) {
+	admin := newVSAdmin(t)
+	p := startPackbot(t, t.TempDir(), []string{"PACKBOT_HTTP_ADDR=127.0.0.1:0", "PACKBOT_WEBHOOK_ADDR=0.0.0.0:0",
+		"VS_AGENT_ADMIN_URL=" + admin.URL}, "serve")
+	p.waitServing(t)
+	p.waitLog(t, "VS Agent webhooks listen on a non-loopback address without a secret")
+	if !strings.Contains(p.output(), "PACKBOT_WEBHOOK_SECRET") {
+		t.Fatalf("the warning gives no fix:\n%s", p.output())
+	}
+}
+
+// TestWarnOpenWebhooks: the warning is for a non-loopback address without a secret only.
+func TestWarnOpenWebhooks(t *testing.T) {
+	for _, c := range []struct {
+		addr, secret string
+		warn         bool
+	}{
+		{"127.0.0.1:0", "", false},
+		{"0.0.0.0:0", "", true},
+		{"0.0.0.0:0", hooksSecret, false},
+	} {
+		ln, err := net.Listen("tcp", c.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		warnOpenWebhooks(t.Context(), slog.New(slog.NewTextHandler(&buf, nil)), &endpoint{ln: ln}, c.secret)
+		_ = ln.Close()
+		if got := strings.Contains(buf.String(), "level=WARN"); got != c.warn {
+			t.Errorf("%s, secret %v: warned %v:\n%s", c.addr, c.secret != "", got, buf.String())
+		}
+	}
+}
+
+// TestPlanEndpoints: unset addresses share the public listener; a webhook address is for the
+// vsagent channel only.
+func TestPlanEndpoints(t *testing.T) {
+	for _, c := range []struct {
+		name, kind string
+		env        map[string]string
+		want       []string // the listeners
+		warn       bool
+	}{
+		{"default", "vsagent", nil, []string{"public"}, false},
+		{"all three", "vsagent", map[string]string{envWebhookAddr: "127.0.0.1:9001", envAdminAddr: "127.0.0.1:9002"}, []string{"public", "webhooks", "admin"}, false},
+		{"admin only", "didcomm", map[string]string{envAdminAddr: "127.0.0.1:9002"}, []string{"public", "admin"}, false},
+		{"webhooks on didcomm", "didcomm", map[string]string{envWebhookAddr: "127.0.0.1:9001"}, []string{"public"}, true},
+		{"same address as public", "vsagent", map[string]string{envWebhookAddr: "127.0.0.1:8080"}, []string{"public"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			a := &app{env: packs.MapEnv(c.env), logger: slog.New(slog.NewTextHandler(&buf, nil))}
+			eps := planEndpoints(t.Context(), a, "", c.kind)
+			var got []string
+			for _, e := range eps.all {
+				got = append(got, e.name)
+			}
+			if strings.Join(got, ",") != strings.Join(c.want, ",") {
+				t.Errorf("listeners %v, want %v", got, c.want)
+			}
+			if eps.public.addr != "127.0.0.1:8080" {
+				t.Errorf("public on %s", eps.public.addr)
+			}
+			if w := strings.Contains(buf.String(), "level=WARN"); w != c.warn {
+				t.Errorf("warned %v:\n%s", w, buf.String())
+			}
+		})
+	}
+}
+
+// TestServeBusyWebhookAndAdminPorts: a listener of its own that cannot listen stops serve with
+// its variable; the parts started before it are stopped.
+func TestServeBusyWebhookAndAdminPorts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	for _, env := range []string{envWebhookAddr, envAdminAddr} {
+		code, _, errOut := cli(t, map[string]string{env: ln.Addr().String(), "VS_AGENT_ADMIN_URL": "http://127.0.0.1:9",
+			"PACKBOT_DATA_DIR": t.TempDir()}, "serve", "--http", "127.0.0.1:0")
+		if code != 1 || !strings.Contains(errOut, "listen on "+ln.Addr().String()+" (set "+env+")") {
+			t.Errorf("%s busy: exit %d: %s", env, code, errOut)
+		}
+	}
+}
+
+// TestEndpointLimits: every listener serve opens has the limits of defaultHTTPLimits (the
+// timeouts that close stalled and idle connections, the header size, the connection cap).
+func TestEndpointLimits(t *testing.T) {
+	e := &endpoint{name: "webhooks", setBy: envWebhookAddr, addr: "127.0.0.1:0", mux: http.NewServeMux()}
+	if err := e.listen(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.close(t.Context()) })
+	if err := e.newServer(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	l := defaultHTTPLimits()
+	if s := e.srv; s.ReadHeaderTimeout != l.ReadHeader || s.ReadTimeout != l.Read || s.WriteTimeout != l.Write || s.IdleTimeout != l.Idle ||
+		s.MaxHeaderBytes != l.MaxHeaderBytes {
+		t.Errorf("server limits %v %v %v %v %d, want %+v", s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout, s.MaxHeaderBytes, l)
+	}
+	if ll, ok := e.ln.(*limitedListener); !ok || cap(ll.slots) != l.MaxConns {
+		t.Errorf("listener %T without the cap of %d connections", e.ln, l.MaxConns)
+	}
+}

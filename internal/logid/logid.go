@@ -1,0 +1,21 @@
+// Package logid shortens identifiers that logs at INFO level and above must not carry in the
+// clear: a connection id is a bearer of the user's conversation (whoever knows it could post
+// events as that connection on an unprotected webhook listener), so logs name it by a short
+// hash. DEBUG logs may keep the id itself.
+package logid
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// Conn is a short, stable name of connection id for logs: "c-" and the first 12 hexadecimal
+// digits of its SHA-256 (the same on every replica, so lines about one connection can be
+// followed across them). "" stays "".
+func Conn(id string) string {
+	if id == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(id))
+	return "c-" + hex.EncodeToString(h[:6])
+}
