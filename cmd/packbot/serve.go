@@ -132,6 +132,7 @@ func (s *services) components() []component {
 	return []component{
 		{name: "store", provision: s.openStore, stop: func(context.Context) error { return s.st.Close() }},
 		{name: "http listener", provision: s.listen, stop: s.closeListener},
+		{name: "telemetry", provision: s.openTelemetry, stop: s.closeTelemetry},
 		{name: "channel", provision: s.openWalletChannel, stop: func(context.Context) error { return s.ch.Close() }},
 		{name: "mcp pool", provision: s.openMCP, run: func(ctx context.Context) error { return s.pool.Run(ctx) },
 			stop: func(context.Context) error { s.pool.Close(); return nil }},
@@ -204,7 +205,8 @@ func (s *services) openWalletChannel(ctx context.Context) error {
 	if m, ok := ch.(channel.HTTPMounter); ok {
 		m.Mount(s.mux)
 	}
-	s.bot, err = bot.New(bot.Config{Channel: ch, Store: s.st, Logger: a.logger, Keyring: s.kr, BeforeHandle: a.beforeHandle})
+	s.bot, err = bot.New(bot.Config{Channel: ch, Store: s.st, Logger: a.logger, Keyring: s.kr, BeforeHandle: a.beforeHandle,
+		Observer: a.tel.Bot(s.kind)})
 	if err != nil {
 		return errors.Join(err, ch.Close()) // a failed provision is not stopped
 	}
