@@ -97,6 +97,51 @@ func TestTraceOfChatMessage(t *testing.T) {
 	}
 }
 
+// TestTraceOfApprovalRequest: the answer that submits an approval request is one trace with
+// the approval step (server, tool, status), and no argument in any attribute.
+func TestTraceOfApprovalRequest(t *testing.T) {
+	ctx := testCtx(t)
+	rec := telemetry.NewRecorder()
+	h, _ := newObservedHarness(t, rec)
+	u := h.login(ctx, "ana@acme.corp", "Ana", "employee", "en")
+	if err := u.w.SendText(ctx, sendMoney, ""); err != nil {
+		t.Fatal(err)
+	}
+	q := u.question(ctx)
+	rec.Reset()
+	u.answer(ctx, q, "Yes")
+	u.text(ctx) // submitted
+	spans := waitSpans(t, rec, func(ss []telemetry.Span) bool {
+		return slices.ContainsFunc(ss, func(s telemetry.Span) bool {
+			return s.Name == telemetry.SpanHandle && s.Attributes["packbot.event.kind"] == "question-answered"
+		})
+	})
+	var handle, approval *telemetry.Span
+	for i, s := range spans {
+		switch {
+		case s.Name == telemetry.SpanHandle && s.Attributes["packbot.event.kind"] == "question-answered":
+			handle = &spans[i]
+		case s.Name == telemetry.SpanApproval:
+			approval = &spans[i]
+		}
+		for k, v := range s.Attributes {
+			for _, secret := range []string{"rcp-globex", "EUR", "amount", "ana@acme.corp"} {
+				if strings.Contains(v, secret) {
+					t.Errorf("span %s attribute %s=%q holds %q", s.Name, k, v, secret)
+				}
+			}
+		}
+	}
+	if handle == nil || approval == nil {
+		t.Fatalf("no handling or approval span: %+v", spans)
+	}
+	if approval.TraceID != handle.TraceID || approval.Attributes["packbot.approval.step"] != "submit" ||
+		approval.Attributes["packbot.mcp.server"] != "bank" || approval.Attributes["packbot.mcp.tool"] != "send_money" ||
+		approval.Attributes["packbot.approval.status"] != "PENDING" {
+		t.Errorf("approval span %+v, handling span %+v", *approval, *handle)
+	}
+}
+
 // waitSpans waits until the recorded spans satisfy ok (the handling's spans end after the
 // reply is delivered).
 func waitSpans(t *testing.T, rec *telemetry.Recorder, ok func([]telemetry.Span) bool) []telemetry.Span {

@@ -132,15 +132,15 @@ func (t *Telemetry) StartToolCall(ctx context.Context, server, tool string) (con
 	}
 }
 
-// StartApprovalStep begins one approval step (submit, decide, cancel) of a call of tool on
-// server (approvals.Observer); end takes the request's status after it ("error" when the step
-// failed).
-func (t *Telemetry) StartApprovalStep(ctx context.Context, step, server, tool string) (context.Context, func(status string)) {
-	ctx, span := t.start(ctx, SpanApproval, trace.SpanKindInternal, attrStep.String(step), attrServer.String(server), attrTool.String(tool))
-	return ctx, func(status string) {
+// StartApprovalStep begins one approval step (submit, decide, cancel: approvals.Observer); end
+// takes the request's server and tool and its status after the step ("error" when the step
+// failed). A decision that reaches the quorum runs the tool within the step.
+func (t *Telemetry) StartApprovalStep(ctx context.Context, step string) (context.Context, func(server, tool, status string)) {
+	ctx, span := t.start(ctx, SpanApproval, trace.SpanKindInternal, attrStep.String(step))
+	return ctx, func(server, tool, status string) {
 		t.m.approvals.WithLabelValues(step, status).Inc()
 		if span != nil {
-			span.SetAttributes(attrStatus.String(status))
+			span.SetAttributes(attrServer.String(server), attrTool.String(tool), attrStatus.String(status))
 			if status == "error" {
 				span.SetStatus(codes.Error, status)
 			}
