@@ -17,17 +17,20 @@ import (
 const rateQuestion = "what is the rate for my kraken-7731 savings today?"
 
 // newObservedHarness is a harness whose parts report to a Telemetry; rec, when set, records
-// its spans.
-func newObservedHarness(t *testing.T, rec *telemetry.Recorder) (*harness, *telemetry.Telemetry) {
+// its spans. o.store, when nil, is a new store.
+func newObservedHarness(t *testing.T, rec *telemetry.Recorder, o harnessOptions) (*harness, *telemetry.Telemetry) {
 	t.Helper()
-	st := openStore(t, false)
-	tel, err := telemetry.New(t.Context(), &telemetry.Options{Store: st, PackID: "bot-test", Recorder: rec,
+	if o.store == nil {
+		o.store = openStore(t, false)
+	}
+	tel, err := telemetry.New(t.Context(), &telemetry.Options{Store: o.store, PackID: "bot-test", Recorder: rec,
 		Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	h := newHarness(t, harnessOptions{store: st, tel: tel})
+	o.tel = tel
+	h := newHarness(t, o)
 	h.llm.Script(bankScript)
 	return h, tel
 }
@@ -38,7 +41,7 @@ func newObservedHarness(t *testing.T, rec *telemetry.Recorder) (*harness, *telem
 func TestTraceOfChatMessage(t *testing.T) {
 	ctx := testCtx(t)
 	rec := telemetry.NewRecorder()
-	h, _ := newObservedHarness(t, rec)
+	h, _ := newObservedHarness(t, rec, harnessOptions{})
 	u := h.login(ctx, "ana@acme.corp", "Ana", "employee", "en")
 	rec.Reset()
 
@@ -102,7 +105,7 @@ func TestTraceOfChatMessage(t *testing.T) {
 func TestTraceOfApprovalRequest(t *testing.T) {
 	ctx := testCtx(t)
 	rec := telemetry.NewRecorder()
-	h, _ := newObservedHarness(t, rec)
+	h, _ := newObservedHarness(t, rec, harnessOptions{})
 	u := h.login(ctx, "ana@acme.corp", "Ana", "employee", "en")
 	if err := u.w.SendText(ctx, sendMoney, ""); err != nil {
 		t.Fatal(err)
@@ -160,7 +163,7 @@ func waitSpans(t *testing.T, rec *telemetry.Recorder, ok func([]telemetry.Span) 
 // approval request: every family is there, with the labels of what happened.
 func TestMetricsAfterChatTurn(t *testing.T) {
 	ctx := testCtx(t)
-	h, tel := newObservedHarness(t, nil)
+	h, tel := newObservedHarness(t, nil, harnessOptions{})
 	u := h.login(ctx, "ana@acme.corp", "Ana", "employee", "en")
 	u.say(ctx, rateQuestion)
 	if err := u.w.SendText(ctx, sendMoney, ""); err != nil { // needs a finance manager's approval
@@ -214,5 +217,53 @@ func TestMetricsAfterChatTurn(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(text)
+	}
+}
+
+// TestTraceAcrossRestart: an event accepted by one process and handled by the next (the first
+// stopped while it ran) is one trace: the stored trace context crosses the inbox, sealed.
+func TestTraceAcrossRestart(t *testing.T) {
+	ctx := testCtx(t)
+	st := sqliteStore(t)
+	rec := telemetry.NewRecorder()
+	hold := newHoldCall("get_exchange_rate")
+	h, _ := newObservedHarness(t, rec, harnessOptions{store: st, bankMiddleware: hold.wrap, drain: 50 * time.Millisecond})
+	u := h.connect(ctx, map[string]string{"email": "t@acme.corp"}, "en")
+	u.text(ctx)
+	if err := u.w.SendText(ctx, rateQuestion, ""); err != nil {
+		t.Fatal(err)
+	}
+	<-hold.held
+	h.stop()
+	close(hold.release)
+
+	h2, _ := newObservedHarness(t, rec, harnessOptions{store: st, restore: map[string]map[string]string{u.w.Conn(): {"email": "t@acme.corp"}}})
+	u2 := &user{h: h2, t: t, w: h2.restored[u.w.Conn()]}
+	u2.text(ctx) // the call was interrupted
+	spans := waitSpans(t, rec, func(ss []telemetry.Span) bool {
+		return slices.ContainsFunc(ss, func(s telemetry.Span) bool {
+			return s.Name == telemetry.SpanHandle && s.Attributes["packbot.event.kind"] == "text" && s.Attributes["packbot.outcome"] == "completed"
+		})
+	})
+	var accept *telemetry.Span
+	for i, s := range spans {
+		if s.Name == telemetry.SpanAccept && s.Attributes["packbot.event.kind"] == "text" {
+			accept = &spans[i]
+		}
+	}
+	if accept == nil {
+		t.Fatalf("no accept span: %+v", spans)
+	}
+	handlings := 0
+	for _, s := range spans {
+		if s.Name == telemetry.SpanHandle && s.Attributes["packbot.event.kind"] == "text" {
+			handlings++
+			if s.TraceID != accept.TraceID || s.Parent != accept.SpanID {
+				t.Errorf("handling %+v is not a child of the acceptance %+v", s, *accept)
+			}
+		}
+	}
+	if handlings != 2 {
+		t.Errorf("%d handlings of the message, want 2 (the cut-off one and the next process's): %+v", handlings, spans)
 	}
 }
