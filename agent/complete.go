@@ -23,12 +23,9 @@ func (m *Model) Complete(ctx context.Context, system string, msgs []Message, max
 		opts = append(opts[:len(opts):len(opts)], llms.WithMaxTokens(maxTokens))
 	}
 	p := &probe{}
-	resp, err := m.llm.GenerateContent(context.WithValue(ctx, probeKey{}, p), lm, opts...)
+	resp, err := m.call(context.WithValue(ctx, probeKey{}, p), lm, opts, p)
 	if err != nil {
-		return "", "", fmt.Errorf("complete: %w", m.classify(ctx, err, p))
-	}
-	if resp == nil || len(resp.Choices) == 0 {
-		return "", "", fmt.Errorf("complete: %s: %w: empty response", m.cfg.Provider, ErrProvider)
+		return "", "", fmt.Errorf("complete: %w", err)
 	}
 	return resp.Choices[0].Content, m.cfg.Model, nil
 }

@@ -61,6 +61,8 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives debug lines per LLM call and tool call; nil discards.
 	Logger *slog.Logger
+	// Observer, when set, is told of each LLM call (metrics, traces).
+	Observer Observer
 }
 
 // LogValue logs the configuration without the API key.

@@ -28,6 +28,7 @@ type Model struct {
 	llm llms.Model
 	key redactor
 	log *slog.Logger
+	obs Observer
 	// callOpts are the per-call options that do not depend on the turn.
 	callOpts []llms.CallOption
 }
@@ -38,7 +39,10 @@ type Model struct {
 // without key and base URL, anthropic without key, ollama without endpoint).
 func New(cfg Config) (*Model, error) {
 	cfg = cfg.withDefaults()
-	m := &Model{cfg: cfg, key: redactor(cfg.APIKey), log: cfg.Logger.With("provider", cfg.Provider, "model", cfg.Model)}
+	m := &Model{cfg: cfg, key: redactor(cfg.APIKey), log: cfg.Logger.With("provider", cfg.Provider, "model", cfg.Model), obs: cfg.Observer}
+	if m.obs == nil {
+		m.obs = nopObserver{}
+	}
 	d := &doer{client: cfg.HTTPClient}
 	m.callOpts = []llms.CallOption{llms.WithModel(cfg.Model), llms.WithTemperature(cfg.Temperature)}
 	if cfg.MaxTokens > 0 {
@@ -115,12 +119,23 @@ func (m *Model) generate(ctx context.Context, msgs []llms.MessageContent, tools 
 	if len(tools) > 0 {
 		opts = append(opts[:len(opts):len(opts)], llms.WithTools(tools))
 	}
+	return m.call(ctx, msgs, opts, p)
+}
+
+// call makes one LLM call, observed; it maps its failure to ErrTimeout / ErrProvider.
+func (m *Model) call(ctx context.Context, msgs []llms.MessageContent, opts []llms.CallOption, p *probe) (*llms.ContentResponse, error) {
+	ctx, end := m.obs.StartLLMCall(ctx, m.cfg.Provider, m.cfg.Model)
 	resp, err := m.llm.GenerateContent(ctx, msgs, opts...)
-	if err != nil {
-		return nil, m.classify(ctx, err, p)
+	switch {
+	case err != nil:
+		err = m.classify(ctx, err, p)
+	case resp == nil || len(resp.Choices) == 0:
+		err = fmt.Errorf("%s: %w: empty response", m.cfg.Provider, ErrProvider)
 	}
-	if resp == nil || len(resp.Choices) == 0 {
-		return nil, fmt.Errorf("%s: %w: empty response", m.cfg.Provider, ErrProvider)
+	in, out := usage(resp)
+	end(in, out, err)
+	if err != nil {
+		return nil, err
 	}
 	return resp, nil
 }

@@ -51,6 +51,8 @@ type Config struct {
 	// SweepEvery is how often expired requests and interrupted executions are looked for
 	// (default 15 s).
 	SweepEvery time.Duration
+	// Observer, when set, is told of each step (submit, decide, cancel): metrics, traces.
+	Observer Observer
 }
 
 // Service runs approvals for one pack. Its methods are safe for concurrent use.
@@ -65,6 +67,7 @@ type Service struct {
 	log   *slog.Logger
 	now   func() time.Time
 	every time.Duration
+	obs   Observer
 }
 
 // New checks cfg and returns a service.
@@ -73,7 +76,10 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("approvals: Store, Pack and MCP are required")
 	}
 	s := &Service{st: cfg.Store, pack: cfg.Pack, pool: cfg.MCP, kick: cfg.Kick, badge: cfg.BadgesChanged,
-		log: cfg.Logger, now: cfg.Now, every: cfg.SweepEvery}
+		log: cfg.Logger, now: cfg.Now, every: cfg.SweepEvery, obs: cfg.Observer}
+	if s.obs == nil {
+		s.obs = nopObserver{}
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -121,10 +127,8 @@ func Fingerprint(server, tool string, canonicalArgs []byte, requester string, p 
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Submit stores a PENDING request and, in the same transaction, the notices to the requester
-// and the approvers. A replayed Submit (same ID, same requester) returns the stored request and
-// notifies nobody again.
-func (s *Service) Submit(ctx context.Context, r Request) (store.Approval, error) {
+// submit is Submit, unobserved.
+func (s *Service) submit(ctx context.Context, r Request) (store.Approval, error) {
 	if r.Policy == nil {
 		return store.Approval{}, errors.New("submit approval: no policy")
 	}
@@ -218,10 +222,8 @@ func (s *Service) findApprovers(ctx context.Context, a store.Approval) ([]string
 	return out, nil
 }
 
-// Decide records approver's decision on request id. The approver's roles are checked now; a
-// decision that reaches the quorum runs the tool (once: the store hands out one execution
-// claim) and tells the requester the result.
-func (s *Service) Decide(ctx context.Context, approver rbac.Caller, id string, approve bool) (store.Approval, error) {
+// decide is Decide, unobserved.
+func (s *Service) decide(ctx context.Context, approver rbac.Caller, id string, approve bool) (store.Approval, error) {
 	a, err := s.st.GetApproval(ctx, id)
 	if err != nil {
 		return store.Approval{}, fmt.Errorf("decide approval %s: %w", id, err)
@@ -383,8 +385,8 @@ func (s *Service) requester(ctx context.Context, identity string) (rbac.Caller, 
 	return rbac.Caller{Identity: identity, DisplayName: id.DisplayName, Roles: id.Roles, Authenticated: true}, true, nil
 }
 
-// Cancel cancels requester's own pending request; the approvers' notices commit with it.
-func (s *Service) Cancel(ctx context.Context, requester, id string) (store.Approval, error) {
+// cancel is Cancel, unobserved.
+func (s *Service) cancel(ctx context.Context, requester, id string) (store.Approval, error) {
 	a, err := s.st.GetApproval(ctx, id)
 	if err != nil {
 		return a, fmt.Errorf("cancel approval %s: %w", id, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/packbot/packbot/store"
+	"github.com/packbot/packbot/telemetry"
 )
 
 // countingStore counts the store calls of the per-message path.
@@ -67,10 +68,35 @@ func BenchmarkCommandMessage(b *testing.B) {
 	benchMessage(b, `/call get_exchange_rate {"from":"EUR","to":"USD"}`, false)
 }
 
-func benchMessage(b *testing.B, text string, postgres bool) {
+// BenchmarkToolMessageObserved is BenchmarkToolMessage with telemetry: metrics only (tracing
+// off, as without OTEL_* variables), and traced (every span recorded in memory, synchronously:
+// an upper bound of what an exporter's batcher costs the handling).
+func BenchmarkToolMessageObserved(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		rec  *telemetry.Recorder
+	}{{"tracing=off", nil}, {"tracing=on", telemetry.NewRecorder()}} {
+		b.Run(c.name, func(b *testing.B) {
+			tel, err := telemetry.New(b.Context(), &telemetry.Options{Recorder: c.rec, Getenv: func(string) string { return "" }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchMessage(b, "show my transfers", false, func(o *harnessOptions) { o.tel = tel })
+			if c.rec != nil {
+				b.ReportMetric(float64(len(c.rec.Spans()))/float64(b.N), "spans/msg")
+			}
+		})
+	}
+}
+
+func benchMessage(b *testing.B, text string, postgres bool, opts ...func(*harnessOptions)) {
 	ctx := context.Background()
 	cs := &countingStore{}
-	h := newHarness(b, harnessOptions{postgres: postgres, wrap: func(s store.Store) store.Store { cs.Store = s; return cs }})
+	o := harnessOptions{postgres: postgres, wrap: func(s store.Store) store.Store { cs.Store = s; return cs }}
+	for _, f := range opts {
+		f(&o)
+	}
+	h := newHarness(b, o)
 	h.llm.Script(bankScript)
 	u := h.connect(ctx, map[string]string{"email": "bench@acme.corp", "name": "B", "roles": "employee"}, "en")
 	u.text(ctx)

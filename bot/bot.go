@@ -63,6 +63,8 @@ type Config struct {
 	// BeforeHandle, when set, is called before each event is handled, on the worker; a test
 	// makes it panic to prove that a panic is contained. Nil in production.
 	BeforeHandle func(channel.Event)
+	// Observer, when set, is told of each acceptance, handling and flow (metrics, traces).
+	Observer Observer
 }
 
 // Bot runs the event pipeline (architecture.md): it accepts each inbound event into the store's
@@ -80,6 +82,7 @@ type Bot struct {
 	holder string
 	caps   channel.Capabilities
 	hook   func(channel.Event)
+	obs    Observer
 
 	drain, leaseTTL, idle, acceptWait, every, retryAfter time.Duration
 	maxAttempts                                          int
@@ -117,7 +120,7 @@ func New(cfg Config) (*Bot, error) {
 	}
 	b := &Bot{
 		ch: cfg.Channel, st: cfg.Store, flows: cfg.Flows, log: cfg.Logger, now: cfg.Now, kr: cfg.Keyring,
-		holder: cfg.Holder, caps: channel.CapabilitiesOf(cfg.Channel), hook: cfg.BeforeHandle,
+		holder: cfg.Holder, caps: channel.CapabilitiesOf(cfg.Channel), hook: cfg.BeforeHandle, obs: cfg.Observer,
 		drain: cfg.DrainTimeout, leaseTTL: cfg.LeaseTTL, idle: cfg.Idle, acceptWait: cfg.AcceptWait,
 		every: cfg.OutboxInterval, retryAfter: cfg.RetryAfter, maxAttempts: cfg.MaxAttempts,
 		workers: map[string]*worker{}, taking: map[string]chan struct{}{}, live: make(chan struct{}),
@@ -131,6 +134,9 @@ func New(cfg Config) (*Bot, error) {
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
+	}
+	if b.obs == nil {
+		b.obs = nopObserver{}
 	}
 	if b.now == nil {
 		b.now = time.Now
@@ -180,20 +186,28 @@ func (b *Bot) HandleEvent(ctx context.Context, id string, e channel.Event) error
 	if conn == "" {
 		return fmt.Errorf("accept event %T: %w: no connection", e, channel.ErrRefused)
 	}
-	kind, payload, err := b.encode(conn, e)
+	kind, payload, err := channel.EncodeEvent(e)
 	if err != nil {
 		return fmt.Errorf("accept event: %w", err)
 	}
-	return b.accept(ctx, store.InboxEvent{ConnectionID: conn, Key: id, Kind: kind, Payload: payload}, e)
+	ctx, tp, end := b.obs.StartAccept(ctx, kind)
+	if payload, err = b.encode(conn, payload, tp); err != nil {
+		end("refused")
+		return fmt.Errorf("accept event: %w", err)
+	}
+	outcome, err := b.accept(ctx, store.InboxEvent{ConnectionID: conn, Key: id, Kind: kind, Payload: payload}, e, tp)
+	end(outcome)
+	return err
 }
 
-// accept commits ev (whose decoded form is e, or nil) and hands it to a local worker when this
-// replica handles its connection.
-func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event) error {
+// accept commits ev (whose decoded form is e, or nil; accepted in the trace tp) and hands it to
+// a local worker when this replica handles its connection. The outcome is accepted, duplicate
+// or refused.
+func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event, tp string) (string, error) {
 	select {
 	case <-b.live:
 	case <-ctx.Done():
-		return ctx.Err()
+		return "refused", ctx.Err()
 	}
 	conn := ev.ConnectionID
 	b.mu.Lock()
@@ -201,7 +215,7 @@ func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event) 
 	for {
 		if b.stopping {
 			b.mu.Unlock()
-			return errStopping
+			return "refused", errStopping
 		}
 		_, local = b.workers[conn]
 		busy, waiting := b.taking[conn]
@@ -212,7 +226,7 @@ func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event) 
 		select {
 		case <-busy:
 		case <-ctx.Done():
-			return ctx.Err()
+			return "refused", ctx.Err()
 		}
 		b.mu.Lock()
 	}
@@ -240,7 +254,7 @@ func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event) 
 	})
 	if err != nil {
 		b.stats.Refused.Add(1)
-		return fmt.Errorf("accept event %s of %s: %w", ev.Kind, logid.Conn(conn), err)
+		return "refused", fmt.Errorf("accept event %s of %s: %w", ev.Kind, logid.Conn(conn), err)
 	}
 	if acc.Duplicate {
 		b.stats.Duplicates.Add(1)
@@ -253,7 +267,7 @@ func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event) 
 		if b.workers[conn] == nil && !b.stopping && acc.Lease.Holder == b.holder {
 			b.spawn(conn, nil)
 		}
-		return nil
+		return "duplicate", nil
 	}
 	b.stats.Accepted.Add(1)
 	b.mu.Lock()
@@ -267,10 +281,10 @@ func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event) 
 		// The local worker gave the lease up meanwhile: a new one takes it (and finds the event).
 		w = b.spawn(conn, nil)
 	default:
-		return nil // another replica holds the connection; the store has woken it
+		return "accepted", nil // another replica holds the connection; the store has woken it
 	}
-	w.push(item{id: acc.ID, kind: ev.Kind, event: e, older: acc.Older})
-	return nil
+	w.push(item{id: acc.ID, kind: ev.Kind, event: e, older: acc.Older, trace: tp})
+	return "accepted", nil
 }
 
 // retry runs op until it succeeds, fails with an error that is not store.ErrUnavailable, or

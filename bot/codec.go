@@ -24,37 +24,57 @@ type sealedEvent struct {
 	Sealed store.Sealed `json:"sealed"`
 }
 
+// tracedEvent is the inbox payload of an event accepted in a trace: the trace context (a W3C
+// traceparent: ids only, never content) beside the event's payload (sealed or not), so that the
+// handling joins the acceptance's trace on whichever replica handles it, however much later.
+type tracedEvent struct {
+	Traceparent string          `json:"traceparent"`
+	Event       json.RawMessage `json:"event"`
+}
+
 // eventAAD binds a sealed event to its connection.
 func eventAAD(conn string) store.CredentialKey {
 	return store.CredentialKey{Identity: conn, Kind: "inbox-event"}
 }
 
-// encode is e's inbox form: its kind and JSON, sealed when the bot has a keyring.
-func (b *Bot) encode(conn string, e channel.Event) (string, []byte, error) {
-	kind, payload, err := channel.EncodeEvent(e)
+// encode is the inbox form of an event's payload (channel.EncodeEvent): sealed when the bot has
+// a keyring, with the trace context tp when it is not "".
+func (b *Bot) encode(conn string, payload []byte, tp string) ([]byte, error) {
+	if b.kr != nil {
+		s, err := b.kr.Seal(eventAAD(conn), payload)
+		if err != nil {
+			return nil, fmt.Errorf("seal event: %w", err)
+		}
+		if payload, err = json.Marshal(sealedEvent{Sealed: s}); err != nil {
+			return nil, fmt.Errorf("seal event: %w", err)
+		}
+	}
+	if tp == "" {
+		return payload, nil
+	}
+	traced, err := json.Marshal(tracedEvent{Traceparent: tp, Event: payload})
 	if err != nil {
-		return "", nil, err
+		return nil, fmt.Errorf("encode event: %w", err)
 	}
-	if b.kr == nil {
-		return kind, payload, nil
-	}
-	s, err := b.kr.Seal(eventAAD(conn), payload)
-	if err != nil {
-		return "", nil, fmt.Errorf("seal event: %w", err)
-	}
-	sealed, err := json.Marshal(sealedEvent{Sealed: s})
-	if err != nil {
-		return "", nil, fmt.Errorf("seal event: %w", err)
-	}
-	return kind, sealed, nil
+	return traced, nil
 }
 
-// decode is the inverse of encode; a kindRefreshMenu event decodes to nil.
-func (b *Bot) decode(ev store.InboxEvent) (channel.Event, error) {
+// decode is the inverse of encode: the event and its trace context; a kindRefreshMenu event
+// decodes to nil.
+func (b *Bot) decode(ev store.InboxEvent) (channel.Event, string, error) {
 	if ev.Kind == kindRefreshMenu {
-		return nil, nil
+		return nil, "", nil
 	}
-	payload := ev.Payload
+	payload, tp := ev.Payload, ""
+	var t tracedEvent
+	if json.Unmarshal(payload, &t) == nil && t.Traceparent != "" && len(t.Event) > 0 {
+		payload, tp = t.Event, t.Traceparent
+	}
+	e, err := b.decodePayload(ev, payload)
+	return e, tp, err
+}
+
+func (b *Bot) decodePayload(ev store.InboxEvent, payload []byte) (channel.Event, error) {
 	var s sealedEvent
 	if json.Unmarshal(payload, &s) == nil && len(s.Sealed.Ciphertext) > 0 {
 		if b.kr == nil {

@@ -108,7 +108,7 @@ func (c *conversation) scan(ctx context.Context, take func(channel.Event) bool) 
 		if ev.Kind == kindRefreshMenu || c.w.wasConsumed(ev.ID) {
 			continue
 		}
-		e, err := c.b.decode(ev)
+		e, _, err := c.b.decode(ev)
 		if err != nil || !take(e) {
 			continue
 		}

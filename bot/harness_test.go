@@ -31,6 +31,7 @@ import (
 	"github.com/packbot/packbot/store/secret"
 	"github.com/packbot/packbot/store/sqlstore"
 	"github.com/packbot/packbot/store/storetest"
+	"github.com/packbot/packbot/telemetry"
 )
 
 // testKey is the MCP_CONFIG_ENCRYPTION_KEY of the tests.
@@ -134,6 +135,7 @@ type harness struct {
 	drain, idle, acceptWait time.Duration
 	// restored are the wallets of harnessOptions.restore.
 	restored map[string]*channeltest.MemoryWallet
+	tel      *telemetry.Telemetry
 }
 
 type harnessOptions struct {
@@ -168,6 +170,8 @@ type harnessOptions struct {
 	acceptWait time.Duration
 	// announced makes the channel a connection announcer (as the VS Agent's is).
 	announced bool
+	// tel, when set, observes the bot, the model, the pool and the approvals.
+	tel *telemetry.Telemetry
 }
 
 type syncBuffer struct {
@@ -206,7 +210,7 @@ func openStore(t testing.TB, postgres bool) store.Store {
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
-	h := &harness{t: t, logs: &syncBuffer{}, hook: o.hook, announced: o.announced, maxAttempts: o.maxAttempts, drain: o.drain, idle: o.idle, acceptWait: o.acceptWait, restored: map[string]*channeltest.MemoryWallet{}}
+	h := &harness{t: t, logs: &syncBuffer{}, hook: o.hook, announced: o.announced, tel: o.tel, maxAttempts: o.maxAttempts, drain: o.drain, idle: o.idle, acceptWait: o.acceptWait, restored: map[string]*channeltest.MemoryWallet{}}
 	h.st = o.store
 	if h.st == nil {
 		h.st = openStore(t, o.postgres)
@@ -269,9 +273,13 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	cfg := mcp.Config{Servers: p.MCP.Servers, Credentials: h.st, Keyring: kr, Logger: log}
+	acfg := agent.Config{Provider: agent.ProviderOpenAI, Model: "scripted", BaseURL: h.llm.URL, Logger: log}
+	if o.tel != nil {
+		cfg.Observer, acfg.Observer = o.tel, o.tel
+	}
 	var model *agent.Model
 	if !o.noLLM {
-		if model, err = agent.New(agent.Config{Provider: agent.ProviderOpenAI, Model: "scripted", BaseURL: h.llm.URL, Logger: log}); err != nil {
+		if model, err = agent.New(acfg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -298,10 +306,14 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.appr, err = approvals.New(approvals.Config{Store: h.st, Pack: p, MCP: h.pool, Logger: log,
+	apcfg := approvals.Config{Store: h.st, Pack: p, MCP: h.pool, Logger: log,
 		Now:           func() time.Time { return time.Now().Add(time.Duration(h.offset.Load())) },
 		Kick:          func(id string) { h.bot.Kick(id) },
-		BadgesChanged: func(ctx context.Context, ids []string) { h.bot.RefreshMenus(ctx, ids) }})
+		BadgesChanged: func(ctx context.Context, ids []string) { h.bot.RefreshMenus(ctx, ids) }}
+	if o.tel != nil {
+		apcfg.Observer = o.tel
+	}
+	h.appr, err = approvals.New(apcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,9 +361,13 @@ func (h *harness) start(engine *flows.Engine, log *slog.Logger) {
 	if h.announced {
 		ch = announcing{h.ch}
 	}
-	h.bot, err = bot.New(bot.Config{Channel: ch, Store: h.st, Flows: engine, Logger: log, Keyring: h.kr, BeforeHandle: h.hook,
+	cfg := bot.Config{Channel: ch, Store: h.st, Flows: engine, Logger: log, Keyring: h.kr, BeforeHandle: h.hook,
 		MaxAttempts: h.maxAttempts, DrainTimeout: h.drain, Idle: h.idle, AcceptWait: h.acceptWait,
-		RetryAfter: 100 * time.Millisecond})
+		RetryAfter: 100 * time.Millisecond}
+	if h.tel != nil {
+		cfg.Observer = h.tel.Bot("memory")
+	}
+	h.bot, err = bot.New(cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}

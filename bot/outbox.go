@@ -250,7 +250,7 @@ func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
 		for _, s := range ss {
 			payload, _ := json.Marshal(menuRefresh{Conn: s.ConnectionID}) // a string: cannot fail
 			ev := store.InboxEvent{ConnectionID: s.ConnectionID, Kind: kindRefreshMenu, Payload: payload}
-			if err := b.accept(ctx, ev, nil); err != nil {
+			if _, err := b.accept(ctx, ev, nil, ""); err != nil {
 				b.log.WarnContext(ctx, "refresh menu", slog.String("connection", logid.Conn(s.ConnectionID)), slog.Any("err", err))
 			}
 		}

@@ -70,7 +70,9 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 			if b.hook != nil {
 				b.hook(it.event)
 			}
-			fx, herr = b.flows.Handle(ctx, flows.Input{Session: &cur, Event: it.event, EventID: w.conn + "/" + strconv.FormatInt(it.id, 10),
+			fctx, end := b.obs.StartFlow(ctx, it.kind)
+			defer func() { end(herr) }()
+			fx, herr = b.flows.Handle(fctx, flows.Input{Session: &cur, Event: it.event, EventID: w.conn + "/" + strconv.FormatInt(it.id, 10),
 				Journal: j, Interrupted: interrupted, Memory: &w.memory, Conversation: w.conversation(it)})
 		}); p != "" {
 			return b.fail(ctx, w, it, p)

@@ -24,6 +24,8 @@ type item struct {
 	steps    []byte
 	// parked: the event was parked rather than completed (it may come back, replayed).
 	parked bool
+	// trace is the trace context of the event's acceptance ("" for none).
+	trace string
 }
 
 // worker handles the events of one connection, one at a time and in inbox order, while this
@@ -169,7 +171,10 @@ func (w *worker) run() {
 				continue
 			}
 		}
-		switch b.process(ctx, w, it) {
+		hctx, end := b.obs.StartHandle(ctx, it.trace, it.kind)
+		o := b.process(hctx, w, it)
+		end(outcomeName(o, it.parked))
+		switch o {
 		case outcomeDone:
 			if !it.parked {
 				w.done = append(w.done, it.id)
@@ -318,11 +323,11 @@ func (w *worker) fetchPending(ctx context.Context) bool {
 		return false
 	}
 	for _, ev := range evs {
-		e, err := b.decode(ev)
+		e, tp, err := b.decode(ev)
 		if err != nil {
 			w.log.ErrorContext(ctx, "inbox event cannot be read", slog.Int64("event", ev.ID), slog.String("kind", ev.Kind), slog.Any("err", err))
 		}
-		w.enqueue(item{id: ev.ID, kind: ev.Kind, event: e, attempts: ev.Attempts, next: ev.NextAttemptAt, steps: ev.Steps})
+		w.enqueue(item{id: ev.ID, kind: ev.Kind, event: e, attempts: ev.Attempts, next: ev.NextAttemptAt, steps: ev.Steps, trace: tp})
 	}
 	return true
 }

@@ -62,6 +62,8 @@ type Config struct {
 	Environ []string
 	// Stderr receives what stdio servers write to stderr (default: logged line by line).
 	Stderr io.Writer
+	// Observer, when set, is told of each tool call that reaches a server (metrics, traces).
+	Observer Observer
 
 	ClientName, ClientVersion string
 	// MaxUserSessions bounds the open per-user sessions; the least recently used idle one is
@@ -94,6 +96,7 @@ type Pool struct {
 	onRejected    func(identity, server string)
 
 	sampler Sampler
+	obs     Observer
 	tokens  atomic.Uint64 // progress tokens of calls
 
 	servers map[string]*packs.Server
@@ -113,12 +116,15 @@ func New(cfg Config) (*Pool, error) {
 		log: cfg.Logger, now: cfg.Now, transport: cfg.Transport, environ: cfg.Environ, stderr: cfg.Stderr,
 		clientName: cfg.ClientName, clientVersion: cfg.ClientVersion,
 		maxUsers: cfg.MaxUserSessions, maxTools: cfg.MaxTools,
-		creds: cfg.Credentials, keyring: cfg.Keyring, auth: cfg.Authorizer, machine: cfg.Machine, onRejected: cfg.OnRejected, sampler: cfg.Sampler,
+		creds: cfg.Credentials, keyring: cfg.Keyring, auth: cfg.Authorizer, machine: cfg.Machine, onRejected: cfg.OnRejected, sampler: cfg.Sampler, obs: cfg.Observer,
 		servers: make(map[string]*packs.Server), shared: make(map[string]*conn),
 		cat: newCatalog(), users: make(map[userKey]*list.Element), lru: list.New(),
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
+	}
+	if p.obs == nil {
+		p.obs = nopObserver{}
 	}
 	p.log = p.log.With("component", "mcp")
 	if p.now == nil {
@@ -350,6 +356,7 @@ func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
 		return Result{IsError: true, Text: err.Error()}, nil
 	}
 	start := p.now()
+	ctx, end := p.obs.StartToolCall(ctx, srv.Name, call.Tool)
 	res, err := p.callOnce(ctx, srv, call, args, true)
 	if err == nil {
 		if !known { // discovered by this call's session (a user-controlled server)
@@ -359,6 +366,14 @@ func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
 		res = checkOutput(tool, res)
 	}
 	res.Elapsed = p.now().Sub(start)
+	switch {
+	case err != nil:
+		end(Classify(err))
+	case res.IsError:
+		end("tool error")
+	default:
+		end("")
+	}
 	return res, err
 }
 

@@ -29,8 +29,12 @@ func newFlows(a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, pool *m
 	if err != nil {
 		return nil, nil, err
 	}
-	appr, err := approvals.New(approvals.Config{Store: st, Pack: p, MCP: pool, Logger: a.logger, Kick: b.Kick,
-		BadgesChanged: b.RefreshMenus, SweepEvery: sweepEvery})
+	acfg := approvals.Config{Store: st, Pack: p, MCP: pool, Logger: a.logger, Kick: b.Kick,
+		BadgesChanged: b.RefreshMenus, SweepEvery: sweepEvery}
+	if a.tel != nil {
+		acfg.Observer = a.tel
+	}
+	appr, err := approvals.New(acfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -60,6 +64,9 @@ func newModel(ctx context.Context, a *app, p *packs.Pack) (*agent.Model, error) 
 		return nil, nil
 	}
 	cfg.Logger = log
+	if a.tel != nil {
+		cfg.Observer = a.tel
+	}
 	model, err := agent.New(cfg)
 	if err != nil {
 		return nil, err

@@ -30,6 +30,9 @@ func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *sec
 	if b != nil {
 		cfg.OnRejected = b.CredentialRejected
 	}
+	if a.tel != nil {
+		cfg.Observer = a.tel
+	}
 	if model != nil {
 		cfg.Sampler = flows.NewSampler(model) // only servers whose pack entry allows sampling use it
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/telemetry"
 )
 
 // app is what every subcommand shares: the environment (process environment, then .env, then
@@ -29,6 +30,9 @@ type app struct {
 	// test binary sets it (TestMain), to make a flow panic on a chosen message in a real
 	// `packbot serve` process and prove that the poison event is parked and can be replayed.
 	beforeHandle func(channel.Event)
+	// tel observes serve's parts (metrics, traces): set by serve before it builds them, nil
+	// in the other commands.
+	tel *telemetry.Telemetry
 }
 
 // exitError carries an exit status for errors already reported to the user.

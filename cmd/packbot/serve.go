@@ -144,6 +144,7 @@ func (s *services) components() []component {
 		parts = append(parts, component{name: e.name + " listener", provision: e.listen, stop: e.close})
 	}
 	parts = append(parts, []component{
+		{name: "telemetry", provision: s.openTelemetry, stop: s.closeTelemetry},
 		{name: "channel", provision: s.openWalletChannel, stop: func(context.Context) error { return s.ch.Close() }},
 		{name: "mcp pool", provision: s.openMCP, run: func(ctx context.Context) error { return s.pool.Run(ctx) },
 			stop: func(context.Context) error { s.pool.Close(); return nil }},
@@ -221,7 +222,8 @@ func (s *services) openWalletChannel(ctx context.Context) error {
 		}
 		m.Mount(mux)
 	}
-	s.bot, err = bot.New(bot.Config{Channel: ch, Store: s.st, Logger: a.logger, Keyring: s.kr, BeforeHandle: a.beforeHandle})
+	s.bot, err = bot.New(bot.Config{Channel: ch, Store: s.st, Logger: a.logger, Keyring: s.kr, BeforeHandle: a.beforeHandle,
+		Observer: a.tel.Bot(s.kind)})
 	if err != nil {
 		return errors.Join(err, ch.Close()) // a failed provision is not stopped
 	}

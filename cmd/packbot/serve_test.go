@@ -35,7 +35,8 @@ func TestServeEmbeddedDefault(t *testing.T) {
 		t.Fatalf("/readyz %d %q", code, body)
 	}
 	if code, body := get(t, "http://"+addr+"/metrics"); code != 200 || !strings.Contains(body, `packbot_build_info{pack="packbot-demo"`) ||
-		!strings.Contains(body, "go_goroutines") {
+		!strings.Contains(body, "go_goroutines") || !strings.Contains(body, `packbot_pack_info{id="packbot-demo"`) ||
+		!strings.Contains(body, "packbot_inbox_pending 0") || !strings.Contains(body, `packbot_approvals{status="PENDING"} 0`) {
 		t.Fatalf("/metrics %d:\n%.500s", code, body)
 	}
 	// The demo pack's MCP server (this binary, over stdio) connects in the background.

@@ -5,6 +5,8 @@
 #   scripts/bench/refdriver.sh                 # 3 runs, results under /tmp/packbot-refdriver
 #   RUNS=1 OUT=/tmp/rd scripts/bench/refdriver.sh
 #   BUILD=0 PACKBOT_BIN=/tmp/other-packbot scripts/bench/refdriver.sh   # measure a given binary
+#   TRACING=1 scripts/bench/refdriver.sh       # traces on: every span exported over OTLP/HTTP to
+#                                              # scripts/bench/otlpsink (counts and drops them)
 #
 # Per run: a fresh PostgreSQL database, the driver (fake VS Agent :3100, fake LLM :3200/v1, fake
 # MCP :3300/mcp with get_sum), then `packbot serve` (PACKBOT_CHANNEL=vsagent, webhooks on
@@ -28,6 +30,7 @@ DB_NAME=${DB_NAME:-packbot_bench}
 DB_ROLE=packbot_test
 DB_PASS=packbot_test
 LOG_LEVEL=${PACKBOT_LOG_LEVEL:-info}
+TRACING=${TRACING:-0}             # 1: OTEL_EXPORTER_OTLP_ENDPOINT set, spans to the local sink
 DB_PARAMS=${DB_PARAMS:-}          # extra DSN parameters, e.g. "&pool_max_conns=16"
 DB_PORT=${DB_PORT:-5432}          # another cluster (its postgres role must be trusted on 127.0.0.1)
 if [ "$DB_PORT" != 5432 ]; then export PGHOST=127.0.0.1 PGPORT=$DB_PORT; fi
@@ -53,6 +56,7 @@ mkdir -p "$OUT"
 echo "== build"
 if [ "${BUILD:-1}" = 1 ]; then go build -o "$PACKBOT_BIN" ./cmd/packbot; fi
 (cd "$REFDRIVER_SRC" && go build -o "$OUT/refdriver" .)
+if [ "$TRACING" = 1 ]; then go build -o "$OUT/otlpsink" ./scripts/bench/otlpsink; fi
 "$PACKBOT_BIN" pack validate --channel vsagent "$PACK"
 
 echo "== PostgreSQL"
@@ -126,8 +130,17 @@ for run in $(seq 1 "$RUNS"); do
   pids+=("$driver")
   for _ in $(seq 1 100); do grep -q "fake MCP listening" "$dir/driver.log" 2>/dev/null && break; sleep 0.1; done
 
+  tracing_env=()
+  sink=""
+  if [ "$TRACING" = 1 ]; then
+    "$OUT/otlpsink" -listen 127.0.0.1:4318 2> "$dir/otlpsink.log" &
+    sink=$!
+    pids+=("$sink")
+    tracing_env=(OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318)
+  fi
   # Only what packbot needs: nothing of this shell's environment.
   env -i PATH=/usr/bin:/bin \
+    "${tracing_env[@]}" \
     PACKBOT_CHANNEL=vsagent \
     VS_AGENT_ADMIN_URL=http://127.0.0.1:3100 \
     PACKBOT_HTTP_ADDR=127.0.0.1:3010 \
@@ -147,6 +160,7 @@ for run in $(seq 1 "$RUNS"); do
   bot_status=0
   wait "$bot" || bot_status=$?
   wait "$sampler" 2>/dev/null || true
+  if [ -n "$sink" ]; then kill -TERM "$sink" 2>/dev/null || true; wait "$sink" 2>/dev/null || true; fi
   cat "$dir/driver.txt"
   echo "driver exit $driver_status, packbot exit $bot_status" | tee "$dir/status.txt"
   grep -c 'level=WARN' "$dir/packbot.log" | sed 's/^/packbot WARN lines: /' | tee -a "$dir/status.txt" || true

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/packbot/packbot/telemetry"
+)
+
+// openTelemetry registers the application metrics on serve's registry (the store is read for
+// the queue and approval gauges on each scrape) and, when the OTEL_* variables ask for it,
+// starts the tracer. Its observers reach the bot, the model, the MCP pool and the approvals
+// through a.tel.
+func (s *services) openTelemetry(ctx context.Context) error {
+	t, err := telemetry.New(ctx, &telemetry.Options{Registry: s.reg, Store: s.st, PackID: s.pack.Metadata.ID,
+		PackSource: s.pack.Source, Getenv: s.app.getenv, Logger: s.app.logger})
+	if err != nil {
+		return err
+	}
+	s.app.tel = t
+	return nil
+}
+
+// closeTelemetry exports the spans still buffered (at most 5 s).
+func (s *services) closeTelemetry(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return s.app.tel.Shutdown(ctx)
+}
