@@ -58,7 +58,7 @@ func apRequest(ctx context.Context, req apWallet, server string, amount int) (sh
 	if err != nil || !acked {
 		return "", true, err
 	}
-	q, ok, err := req.question(ctx, from, pattern(req, "APPROVAL_CONFIRM", "tool", "server", "roles", "summary="+vaSummary(amount)))
+	q, ok, err := req.question(ctx, from, pattern(req, "APPROVAL_CONFIRM", "tool", "server", "roles", summaryArg(amount)))
 	if err != nil || !ok {
 		return "", true, err
 	}
@@ -93,7 +93,7 @@ func apDecide(ctx context.Context, appr apWallet, requester, server, short strin
 		return false, err
 	}
 	details, ok, err := appr.question(ctx, from, pattern(appr, "APPROVAL_DETAILS", "requester="+requester, "tool=send_money", "server="+server,
-		"description", "summary="+vaSummary(amount), "fingerprint", "expires"))
+		"description", summaryArg(amount), "fingerprint", "expires"))
 	if err != nil || !ok {
 		return false, fmt.Errorf("%s: no details of the request of %d EUR (%v)", appr.who(), amount, err)
 	}
@@ -173,7 +173,7 @@ func (f *approvalRounds) round(ctx context.Context, req, appr apWallet, amount i
 		return err
 	}
 	f.rounds++
-	if _, err := appr.text(ctx, apprFrom, "APPROVAL_NEW", pattern(appr, "APPROVAL_NEW", "requester", "tool", "server", "summary="+vaSummary(amount))); err != nil {
+	if _, err := appr.text(ctx, apprFrom, "APPROVAL_NEW", pattern(appr, "APPROVAL_NEW", "requester", "tool", "server", summaryArg(amount))); err != nil {
 		return err
 	}
 	if badges {

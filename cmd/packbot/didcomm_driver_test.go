@@ -550,16 +550,21 @@ func (w *dcWallet) check(t *testing.T) delivery {
 // (each a group, in the order of the text); a name given as "name=value" holds value.
 func keyPattern(cat *i18n.Catalog, lang, key string, names ...string) *regexp.Regexp {
 	args := make([]string, 0, 2*len(names))
+	res := make([]string, len(names))
 	for i, n := range names {
 		if k, v, fixed := strings.Cut(n, "="); fixed {
 			args = append(args, k, v)
-		} else {
-			args = append(args, n, fmt.Sprintf("\x00%d\x00", i))
+			continue
 		}
+		res[i] = "(?s:.*)"
+		if k, re, ok := strings.Cut(n, "~"); ok {
+			n, res[i] = k, re
+		}
+		args = append(args, n, fmt.Sprintf("\x00%d\x00", i))
 	}
 	s := regexp.QuoteMeta(cat.T(lang, key, args...))
 	for i := range names {
-		s = strings.ReplaceAll(s, fmt.Sprintf("\x00%d\x00", i), "((?s:.*))")
+		s = strings.ReplaceAll(s, fmt.Sprintf("\x00%d\x00", i), "("+res[i]+")")
 	}
 	return regexp.MustCompile("^" + s + "$")
 }

@@ -22,6 +22,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -593,4 +594,12 @@ func (u *vaUser) login(ctx context.Context, email, roles string) error {
 // vaSummary is the approvers' summary of the arguments of a send_money of amount EUR.
 func vaSummary(amount int) string {
 	return fmt.Sprintf(`recipient: "rcp-globex", amount: %d, currency: "EUR"`, amount)
+}
+
+// summaryArg is a keyPattern argument matching the summary of a send_money of amount EUR: in
+// the schema's order, or — when the tool's schema was not in the catalog at that moment (a
+// restarted bot whose bank session is still being opened) — every argument marked "?".
+func summaryArg(amount int) string {
+	return "summary~" + regexp.QuoteMeta(vaSummary(amount)) + "|" +
+		regexp.QuoteMeta(fmt.Sprintf(`amount?: %d, currency?: "EUR", recipient?: "rcp-globex"`, amount))
 }
