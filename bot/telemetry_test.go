@@ -146,24 +146,21 @@ func TestTraceOfApprovalRequest(t *testing.T) {
 }
 
 // waitSpans waits until the recorded spans satisfy ok (the handling's spans end after the
-// reply is delivered).
+// reply is delivered); the test's deadline bounds it.
 func waitSpans(t *testing.T, rec *telemetry.Recorder, ok func([]telemetry.Span) bool) []telemetry.Span {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ss := rec.Spans()
-		if ok(ss) || time.Now().After(deadline) {
-			return ss
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	ss, _ := rec.Wait(ctx, ok) // on timeout the caller's checks say what is missing
+	return ss
 }
 
 // TestMetricsAfterChatTurn scrapes the metrics after a chat turn with a tool call and an
 // approval request: every family is there, with the labels of what happened.
 func TestMetricsAfterChatTurn(t *testing.T) {
 	ctx := testCtx(t)
-	h, tel := newObservedHarness(t, nil, harnessOptions{})
+	rec := telemetry.NewRecorder()
+	h, tel := newObservedHarness(t, rec, harnessOptions{})
 	u := h.login(ctx, "ana@acme.corp", "Ana", "employee", "en")
 	u.say(ctx, rateQuestion)
 	if err := u.w.SendText(ctx, sendMoney, ""); err != nil { // needs a finance manager's approval
@@ -171,28 +168,24 @@ func TestMetricsAfterChatTurn(t *testing.T) {
 	}
 	u.answer(ctx, u.question(ctx), "Yes")
 	u.text(ctx) // submitted
+	// The answer's handling ends (its metrics recorded, then its span ended) after its reply.
+	waitSpans(t, rec, func(ss []telemetry.Span) bool {
+		return slices.ContainsFunc(ss, func(s telemetry.Span) bool {
+			return s.Name == telemetry.SpanHandle && s.Attributes["packbot.event.kind"] == "question-answered"
+		})
+	})
 	srv := httptest.NewServer(tel.Handler())
 	defer srv.Close()
-	var text string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := srv.Client().Get(srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		text = string(b)
-		// The second message's handling ends after its reply was delivered.
-		if strings.Contains(text, `packbot_messages_total{channel="memory",kind="question-answered",outcome="completed"} 1`) ||
-			time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
 	}
+	b, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
 	for _, want := range []string{
 		`packbot_messages_total{channel="memory",kind="text",outcome="completed"} 2`,
 		`packbot_event_handling_seconds_count{channel="memory",kind="text"} 2`,

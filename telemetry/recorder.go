@@ -1,6 +1,10 @@
 package telemetry
 
 import (
+	"context"
+	"sync"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
@@ -8,10 +12,46 @@ import (
 // [Options].Recorder and tracing is on whatever the environment says.
 type Recorder struct {
 	exp *tracetest.InMemoryExporter
+	// changed is closed (and replaced) whenever spans end.
+	mu      sync.Mutex
+	changed chan struct{}
 }
 
 // NewRecorder returns an empty recorder.
-func NewRecorder() *Recorder { return &Recorder{exp: tracetest.NewInMemoryExporter()} }
+func NewRecorder() *Recorder {
+	return &Recorder{exp: tracetest.NewInMemoryExporter(), changed: make(chan struct{})}
+}
+
+// ExportSpans keeps spans and wakes the callers of Wait (sdktrace.SpanExporter).
+func (r *Recorder) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := r.exp.ExportSpans(ctx, spans)
+	r.mu.Lock()
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+	return err
+}
+
+// Shutdown implements sdktrace.SpanExporter; the spans stay readable.
+func (r *Recorder) Shutdown(context.Context) error { return nil }
+
+// Wait returns the ended spans once they satisfy ok, or ctx's error with the spans so far.
+func (r *Recorder) Wait(ctx context.Context, ok func([]Span) bool) ([]Span, error) {
+	for {
+		r.mu.Lock()
+		changed := r.changed
+		r.mu.Unlock()
+		ss := r.Spans()
+		if ok(ss) {
+			return ss, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ss, ctx.Err()
+		}
+	}
+}
 
 // Span is one ended span as a [Recorder] kept it.
 type Span struct {

@@ -51,7 +51,7 @@ func tracingWanted(getenv func(string) string) (bool, error) {
 // newTracerProvider returns the provider the options and environment ask for, or nil (off).
 func newTracerProvider(ctx context.Context, o Options) (tracerProvider, error) {
 	if o.Recorder != nil {
-		return sdktrace.NewTracerProvider(sdktrace.WithSyncer(o.Recorder.exp)), nil
+		return sdktrace.NewTracerProvider(sdktrace.WithSyncer(o.Recorder)), nil
 	}
 	on, err := tracingWanted(o.Getenv)
 	if !on || err != nil {
