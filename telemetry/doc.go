@@ -1,7 +1,8 @@
 // Package telemetry owns packbot's metrics and traces: the Prometheus metric families of the
 // event pipeline, the LLM, the MCP pool and the approvals, and the OpenTelemetry tracer that
-// follows one inbound event from its acceptance to its last tool call. It is the only importer
-// of OpenTelemetry. It does not decide what is measured where: [bot], [agent], [mcp] and
+// follows one inbound event from its acceptance to its last tool call, plus the process's own
+// families (Go runtime, build, readiness checks, undelivered DIDComm messages, the bot's pipeline
+// counters). It is the only importer of OpenTelemetry and of the Prometheus client. It does not decide what is measured where: [bot], [agent], [mcp] and
 // [approvals] each declare the small observer they call, and a [Telemetry] hands out
 // implementations of them ([Telemetry.Bot] for the bot; the [Telemetry] itself for the
 // others).
@@ -12,7 +13,9 @@
 // kinds, servers, tools, providers, models and outcomes, never a message text, a tool's
 // arguments or result, or a secret.
 //
-//	t, err := telemetry.New(ctx, &telemetry.Options{Registry: reg, Store: st, PackID: p.Metadata.ID})
+//	t, err := telemetry.New(ctx, &telemetry.Options{Store: st, Version: v, PackID: p.Metadata.ID})
 //	defer t.Shutdown(ctx)
 //	b, _ := bot.New(bot.Config{Channel: ch, Store: st, Observer: t.Bot("didcomm")})
+//	_ = t.BotStats(b.Stats())
+//	mux.Handle("GET /metrics", t.Handler())
 package telemetry

@@ -57,12 +57,17 @@ func newMetrics(o Options) (*metrics, error) {
 	if o.Store != nil {
 		cs = append(cs, &storeCollector{st: o.Store, log: o.Logger})
 	}
+	return m, register(o.Registry, cs)
+}
+
+// register registers cs on reg.
+func register(reg *prometheus.Registry, cs []prometheus.Collector) error {
 	for _, c := range cs {
-		if err := o.Registry.Register(c); err != nil {
-			return nil, fmt.Errorf("register metrics: %w", err)
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // storeCollector reads the queue sizes and the approvals by status from the store on each

@@ -21,6 +21,8 @@ type Options struct {
 	// Store, when set, is read on each scrape for the queue gauges (when it implements
 	// [store.QueueStatter]) and the approvals by status.
 	Store store.Approvals
+	// Version is packbot's version (label of packbot_build_info).
+	Version string
 	// PackID, PackSource (file or embedded path) and PackVersion (the applied version, when
 	// the deployment versions its packs; "" otherwise) label packbot_pack_info.
 	PackID, PackSource, PackVersion string
@@ -38,6 +40,7 @@ type Options struct {
 type Telemetry struct {
 	reg     *prometheus.Registry
 	m       *metrics
+	proc    *processMetrics
 	tracer  trace.Tracer // nil: tracing off
 	tp      tracerProvider
 	log     *slog.Logger
@@ -66,6 +69,11 @@ func New(ctx context.Context, opts *Options) (*Telemetry, error) {
 		return nil, err
 	}
 	t.m = m
+	proc, cs := newProcessMetrics(o)
+	if err := register(o.Registry, cs); err != nil {
+		return nil, err
+	}
+	t.proc = proc
 	tp, err := newTracerProvider(ctx, o)
 	if err != nil {
 		return nil, err

@@ -310,7 +310,7 @@ func TestServeBusyWebhookAndAdminPorts(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ln.Close() })
 	for _, env := range []string{envWebhookAddr, envAdminAddr} {
-		code, _, errOut := cli(t, map[string]string{env: ln.Addr().String(), "VS_AGENT_ADMIN_URL": "http://127.0.0.1:9",
+		code, _, errOut := cli(t, map[string]string{env: ln.Addr().String(), "VS_AGENT_ADMIN_URL": "http://vs-agent.invalid",
 			"PACKBOT_DATA_DIR": t.TempDir()}, "serve", "--http", "127.0.0.1:0")
 		if code != 1 || !strings.Contains(errOut, "listen on "+ln.Addr().String()+" (set "+env+")") {
 			t.Errorf("%s busy: exit %d: %s", env, code, errOut)

@@ -9,13 +9,9 @@ import (
 	"net/http"
 	"net/url"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/packbot/packbot/agent"
@@ -28,6 +24,7 @@ import (
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
+	"github.com/packbot/packbot/telemetry"
 )
 
 type serveOptions struct {
@@ -116,18 +113,16 @@ type services struct {
 	secret      string // PACKBOT_WEBHOOK_SECRET
 	eps         endpoints
 
-	st          store.Store
-	scfg        storeConfig
-	kr          *secret.Keyring
-	publicURL   string
-	reg         *prometheus.Registry
-	undelivered *prometheus.CounterVec
-	ch          channel.Channel
-	bot         *bot.Bot
-	model       *agent.Model
-	pool        *mcp.Pool
-	oauth       *oauth.Manager
-	approvals   *approvals.Service
+	st        store.Store
+	scfg      storeConfig
+	kr        *secret.Keyring
+	publicURL string
+	ch        channel.Channel
+	bot       *bot.Bot
+	model     *agent.Model
+	pool      *mcp.Pool
+	oauth     *oauth.Manager
+	approvals *approvals.Service
 }
 
 // components are serve's parts in dependency order. The channel and the conversation run
@@ -138,13 +133,13 @@ type services struct {
 func (s *services) components() []component {
 	parts := []component{
 		{name: "store", provision: s.openStore, stop: func(context.Context) error { return s.st.Close() }},
+		{name: "telemetry", provision: s.openTelemetry, stop: s.closeTelemetry},
 		{name: "public listener", provision: s.listen, stop: s.eps.public.close},
 	}
 	for _, e := range s.eps.all[1:] {
 		parts = append(parts, component{name: e.name + " listener", provision: e.listen, stop: e.close})
 	}
 	parts = append(parts, []component{
-		{name: "telemetry", provision: s.openTelemetry, stop: s.closeTelemetry},
 		{name: "channel", provision: s.openWalletChannel, stop: func(context.Context) error { return s.ch.Close() }},
 		{name: "mcp pool", provision: s.openMCP, run: func(ctx context.Context) error { return s.pool.Run(ctx) },
 			stop: func(context.Context) error { s.pool.Close(); return nil }},
@@ -194,14 +189,10 @@ func (s *services) listen(ctx context.Context) error {
 				", which only this machine can reach; set --public-url or PACKBOT_PUBLIC_URL")
 		}
 	}
-	s.undelivered = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "packbot_didcomm_undelivered_total",
-		Help: "DIDComm messages that could not be delivered to a wallet (or its mediator), by reason.",
-	}, []string{"reason"})
 	for _, e := range s.eps.all {
 		e.mux = http.NewServeMux()
 	}
-	s.eps.admin.mux, s.reg = newHTTPHandler(s.st, s.pack, a.logger, s.undelivered)
+	s.eps.admin.mux = newHTTPHandler(s.st, a.logger, a.tel)
 	return nil
 }
 
@@ -210,7 +201,7 @@ func (s *services) listen(ctx context.Context) error {
 func (s *services) openWalletChannel(ctx context.Context) error {
 	a := s.app
 	ch, err := s.openChannel(ctx, channelDeps{app: a, pack: s.pack, records: s.st, storeKind: s.scfg.kind, dataDir: s.opts.store.dir(a),
-		publicURL: s.publicURL, maxBody: s.maxBody, webhookSecret: s.secret, undelivered: func(reason string) { s.undelivered.WithLabelValues(reason).Inc() }})
+		publicURL: s.publicURL, maxBody: s.maxBody, webhookSecret: s.secret, undelivered: a.tel.Undelivered})
 	if err != nil {
 		return err
 	}
@@ -227,7 +218,9 @@ func (s *services) openWalletChannel(ctx context.Context) error {
 	if err != nil {
 		return errors.Join(err, ch.Close()) // a failed provision is not stopped
 	}
-	registerBotMetrics(s.reg, s.bot.Stats())
+	if err := a.tel.BotStats(s.bot.Stats()); err != nil {
+		return errors.Join(err, ch.Close())
+	}
 	return nil
 }
 
@@ -302,23 +295,7 @@ func printInvitation(ctx context.Context, a *app, ch channel.Inviter) error {
 // newHTTPHandler serves the operational endpoints (the admin listener's routes); on the single
 // default listener the wallet channel (the DIDComm inbound endpoint, the VS Agent webhooks) and
 // OAuth callbacks mount on the same mux.
-func newHTTPHandler(st store.Store, p *packs.Pack, log *slog.Logger, metrics ...prometheus.Collector) (*http.ServeMux, *prometheus.Registry) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics...)
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name:        "packbot_build_info",
-			Help:        "Always 1; labels give the packbot version and the loaded pack.",
-			ConstLabels: prometheus.Labels{"version": version(), "pack": p.Metadata.ID},
-		}, func() float64 { return 1 }),
-	)
-	ready := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "packbot_readyz_checks_total", Help: "Readiness checks by result.",
-	}, []string{"result"})
-	reg.MustRegister(ready)
-
+func newHTTPHandler(st store.Store, log *slog.Logger, tel *telemetry.Telemetry) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -328,41 +305,18 @@ func newHTTPHandler(st store.Store, p *packs.Pack, log *slog.Logger, metrics ...
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := st.Ping(ctx); err != nil {
-			ready.WithLabelValues("not_ready").Inc()
+		err := st.Ping(ctx)
+		tel.Ready(err == nil)
+		if err != nil {
 			log.WarnContext(ctx, "not ready", slog.Any("err", err))
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, "not ready: store unreachable or migrations not applied")
 			return
 		}
-		ready.WithLabelValues("ready").Inc()
 		fmt.Fprintln(w, "ready")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return mux, reg
-}
-
-// registerBotMetrics exposes the event pipeline's counters.
-func registerBotMetrics(reg *prometheus.Registry, s *bot.Stats) {
-	counters := []struct {
-		name, help string
-		v          *atomic.Int64
-	}{
-		{"packbot_events_accepted_total", "Inbound events committed to the inbox (then acknowledged).", &s.Accepted},
-		{"packbot_events_duplicate_total", "Inbound events recognised as redeliveries (acknowledged, not stored again).", &s.Duplicates},
-		{"packbot_events_refused_total", "Inbound events not accepted (the store was unreachable): not acknowledged.", &s.Refused},
-		{"packbot_events_completed_total", "Events handled and committed with their effects.", &s.Completed},
-		{"packbot_events_retries_total", "Event handlings put off because the store was unreachable.", &s.Retries},
-		{"packbot_events_failures_total", "Event handlings that failed (a panic, an error) and will be retried.", &s.Failures},
-		{"packbot_events_parked_total", "Events parked after too many failures (packbot events parked).", &s.Parked},
-		{"packbot_connection_leases_taken_total", "Connection leases this replica took.", &s.Takeovers},
-		{"packbot_events_unannounced_total", "Events dropped because the channel never announced their connection (no session).", &s.Unannounced},
-	}
-	for _, c := range counters {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, func() float64 { return float64(c.v.Load()) }))
-	}
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "packbot_connection_workers",
-		Help: "Connections this replica is handling now."}, func() float64 { return float64(s.Workers.Load()) }))
+	mux.Handle("GET /metrics", tel.Handler())
+	return mux
 }
 
 // checkKeyring returns the keyring of MCP_CONFIG_ENCRYPTION_KEY. Without the key it says at

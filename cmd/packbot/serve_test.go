@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store/sqlstore"
+	"github.com/packbot/packbot/telemetry"
 )
 
 // TestServeEmbeddedDefault: with no configuration but a free port, serve starts on SQLite with
@@ -36,7 +36,8 @@ func TestServeEmbeddedDefault(t *testing.T) {
 	}
 	if code, body := get(t, "http://"+addr+"/metrics"); code != 200 || !strings.Contains(body, `packbot_build_info{pack="packbot-demo"`) ||
 		!strings.Contains(body, "go_goroutines") || !strings.Contains(body, `packbot_pack_info{id="packbot-demo"`) ||
-		!strings.Contains(body, "packbot_inbox_pending 0") || !strings.Contains(body, `packbot_approvals{status="PENDING"} 0`) {
+		!strings.Contains(body, "packbot_inbox_pending 0") || !strings.Contains(body, `packbot_approvals{status="PENDING"} 0`) ||
+		!strings.Contains(body, "packbot_events_accepted_total") || !strings.Contains(body, `packbot_readyz_checks_total{result="ready"} `) {
 		t.Fatalf("/metrics %d:\n%.500s", code, body)
 	}
 	// The demo pack's MCP server (this binary, over stdio) connects in the background.
@@ -94,11 +95,11 @@ func TestReadyzReportsStoreDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := packs.Parse("p.yaml", []byte("metadata: {id: x}\n"), nil)
+	tel, err := telemetry.New(t.Context(), &telemetry.Options{PackID: "x", Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux, _ := newHTTPHandler(st, p, discardLogger())
+	mux := newHTTPHandler(st, discardLogger(), tel)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	if code, _ := get(t, srv.URL+"/readyz"); code != 200 {

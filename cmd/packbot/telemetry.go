@@ -7,12 +7,12 @@ import (
 	"github.com/packbot/packbot/telemetry"
 )
 
-// openTelemetry registers the application metrics on serve's registry (the store is read for
+// openTelemetry builds the metrics the admin listener serves at /metrics (the store is read for
 // the queue and approval gauges on each scrape) and, when the OTEL_* variables ask for it,
 // starts the tracer. Its observers reach the bot, the model, the MCP pool and the approvals
 // through a.tel.
 func (s *services) openTelemetry(ctx context.Context) error {
-	t, err := telemetry.New(ctx, &telemetry.Options{Registry: s.reg, Store: s.st, PackID: s.pack.Metadata.ID,
+	t, err := telemetry.New(ctx, &telemetry.Options{Store: s.st, Version: version(), PackID: s.pack.Metadata.ID,
 		PackSource: s.pack.Source, Getenv: s.app.getenv, Logger: s.app.logger})
 	if err != nil {
 		return err
