@@ -98,12 +98,12 @@ func TestDoctor(t *testing.T) {
 		}
 	})
 	t.Run("unreachable store", func(t *testing.T) {
-		env := map[string]string{"DATABASE_URL": "postgres://packbot:x@" + freeAddr(t) + "/packbot?sslmode=disable&connect_timeout=5"}
+		env := map[string]string{"DATABASE_URL": "postgres://packbot:pw-s3cr3t@" + freeAddr(t) + "/packbot?sslmode=disable&connect_timeout=5"}
 		for k, v := range base {
 			env[k] = v
 		}
 		code, out := doctorRun(t, env, "--pack", good)
-		if l := doctorLine(out, "store"); code != 1 || !strings.HasPrefix(l, "FAIL") || !strings.Contains(l, "DATABASE_URL") {
+		if l := doctorLine(out, "store"); code != 1 || !strings.HasPrefix(l, "FAIL") || !strings.Contains(l, "DATABASE_URL") || strings.Contains(out, "pw-s3cr3t") {
 			t.Fatalf("exit %d, line %q\n%s", code, l, out)
 		}
 	})

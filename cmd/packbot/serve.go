@@ -349,12 +349,20 @@ func checkPublicURL(v string) error {
 	if v == "" {
 		return nil
 	}
+	const fix = "(fix: the URL where wallets reach this server, such as https://bot.example.com)"
 	u, err := url.Parse(v)
-	if err == nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "") {
-		err = errors.New("not an absolute http(s) URL without query or fragment")
-	}
 	if err != nil {
-		return fmt.Errorf("PACKBOT_PUBLIC_URL (--public-url) %q: %v (fix: the URL where wallets reach this server, such as https://bot.example.com)", v, err)
+		// Not quoted: a malformed value may still hold a credential.
+		return fmt.Errorf("PACKBOT_PUBLIC_URL (--public-url): not a URL %s", fix)
 	}
-	return nil
+	var problem string
+	switch {
+	case u.User != nil:
+		problem = "holds user info, which invitations would publish"
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "":
+		problem = "not an absolute http(s) URL without query or fragment"
+	default:
+		return nil
+	}
+	return fmt.Errorf("PACKBOT_PUBLIC_URL (--public-url) %q: %s %s", u.Redacted(), problem, fix)
 }

@@ -27,6 +27,8 @@ func TestServeRefusesMalformedSettings(t *testing.T) {
 			[]string{"PACKBOT_PUBLIC_URL", "https://bot.example.com"}},
 		{"public URL of another scheme", map[string]string{"PACKBOT_PUBLIC_URL": "ftp://bot.example.com"},
 			[]string{"PACKBOT_PUBLIC_URL", "absolute http(s) URL"}},
+		{"public URL with a password", map[string]string{"PACKBOT_PUBLIC_URL": "https://bot:hunter2-secret@bot.example.com"},
+			[]string{"PACKBOT_PUBLIC_URL", "user info", "xxxxx"}},
 		{"approval sweep", map[string]string{"PACKBOT_APPROVAL_SWEEP": "soon"},
 			[]string{"PACKBOT_APPROVAL_SWEEP", "want a positive duration such as 15s"}},
 		{"elicitation timeout", map[string]string{"PACKBOT_ELICITATION_TIMEOUT": "-5s"},
@@ -65,6 +67,9 @@ func TestServeRefusesMalformedSettings(t *testing.T) {
 				if !strings.Contains(out, w) {
 					t.Errorf("stderr lacks %q:\n%s", w, out)
 				}
+			}
+			if strings.Contains(out, "hunter2") || strings.Contains(out, "not-a-key") {
+				t.Errorf("stderr repeats a secret:\n%s", out)
 			}
 		})
 	}
