@@ -76,6 +76,7 @@ func TestWebhookSecret(t *testing.T) {
 	forged := msg(`{"type":"identity-proof-submit","id":"m1","connectionId":"c1","threadId":"t1","submittedProofItems":[{"id":"p1","type":"verifiable-credential","verified":true,"claims":[{"name":"roles","value":"admin"}]}]}`)
 	text := msg(`{"type":"text","id":"m2","connectionId":"c1","content":"hola"}`)
 	wrong := "Zq8-Tw3_kP0.vN5~xR7mL3"
+	rejected := 0 // answered 401 (a -run filter may leave subtests out)
 	for _, c := range []struct {
 		name, method, url, body string
 		header                  []string
@@ -97,8 +98,11 @@ func TestWebhookSecret(t *testing.T) {
 			if code != http.StatusUnauthorized && !(c.name == "empty path secret" && code == http.StatusNotFound) {
 				t.Errorf("answered %d %q, want 401", code, body)
 			}
-			if code == http.StatusUnauthorized && body != "unauthorized\n" {
-				t.Errorf("answer %q", body)
+			if code == http.StatusUnauthorized {
+				rejected++
+				if body != "unauthorized\n" {
+					t.Errorf("answer %q", body)
+				}
 			}
 		})
 	}
@@ -138,7 +142,7 @@ func TestWebhookSecret(t *testing.T) {
 	if strings.Contains(logs, hookSecret) || strings.Contains(logs, wrong) || strings.Contains(logs, "/hooks/") {
 		t.Errorf("a secret or a path reached the logs:\n%s", logs)
 	}
-	if !strings.Contains(logs, "reason=unauthorized") {
+	if rejected > 0 && !strings.Contains(logs, "reason=unauthorized") {
 		t.Errorf("rejections not logged:\n%s", logs)
 	}
 }
