@@ -93,22 +93,34 @@ func compareTools(a, b Tool) int {
 }
 
 // catalog holds the tools per server and broadcasts changes.
+//
+// Each server's tools belong to the pool's entry for it (its owner): only sessions of that entry
+// set them, so that a session of a server that a pack update removed or replaced, listing late,
+// cannot bring its tools back.
 type catalog struct {
 	mu      sync.Mutex
 	version uint64
 	servers map[string][]Tool
-	snap    Catalog       // cached snapshot of the current version
-	changed chan struct{} // closed (and replaced) on every version bump
+	owners  map[string]*entry
+	stale   map[string]bool // tools of a replaced entry, kept until its successor lists
+	snap    Catalog         // cached snapshot of the current version
+	changed chan struct{}   // closed (and replaced) on every version bump
 }
 
 func newCatalog() *catalog {
-	return &catalog{servers: make(map[string][]Tool), changed: make(chan struct{})}
+	return &catalog{servers: make(map[string][]Tool), owners: make(map[string]*entry), stale: make(map[string]bool),
+		changed: make(chan struct{})}
 }
 
-// set replaces the tools of a server, and bumps the version when they differ.
-func (c *catalog) set(server string, tools []Tool) bool {
+// set replaces the tools of a server, when owner owns them, and bumps the version when they
+// differ.
+func (c *catalog) set(server string, owner *entry, tools []Tool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.owners[server] != owner {
+		return false
+	}
+	delete(c.stale, server)
 	old, had := c.servers[server]
 	if had && slices.EqualFunc(old, tools, sameTool) {
 		return false
@@ -118,12 +130,67 @@ func (c *catalog) set(server string, tools []Tool) bool {
 	return true
 }
 
-// known reports whether a server's tools were ever discovered.
+// known reports whether a server's tools were discovered (by a session of its current entry).
 func (c *catalog) known(server string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.servers[server]
-	return ok
+	return ok && !c.stale[server]
+}
+
+// own hands a server's tools to owner. Tools listed under a previous owner stay offered, as stale:
+// they count as unknown (see [catalog.known]) until a session of owner lists them again.
+func (c *catalog) own(server string, owner *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.owners[server]; ok && prev == owner {
+		return
+	}
+	c.owners[server] = owner
+	if _, had := c.servers[server]; had {
+		c.stale[server] = true
+	}
+}
+
+// drop removes a server and its tools, and bumps the version when it had tools.
+func (c *catalog) drop(server string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.owners, server)
+	delete(c.stale, server)
+	if _, had := c.servers[server]; !had {
+		return false
+	}
+	delete(c.servers, server)
+	c.bumpLocked()
+	return true
+}
+
+// narrow keeps only the tools of a server that keep admits (a narrower allowlist), when owner
+// owns them, and bumps the version when that leaves some out.
+func (c *catalog) narrow(server string, owner *entry, keep func(string) bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, had := c.servers[server]
+	if !had || c.owners[server] != owner {
+		return false
+	}
+	tools := slices.DeleteFunc(slices.Clone(old), func(t Tool) bool { return !keep(t.Name) })
+	if len(tools) == len(old) {
+		return false
+	}
+	c.servers[server] = tools
+	c.bumpLocked()
+	return true
+}
+
+// markStale marks a server's tools as needing a new listing (see [catalog.own]).
+func (c *catalog) markStale(server string, owner *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, had := c.servers[server]; had && c.owners[server] == owner {
+		c.stale[server] = true
+	}
 }
 
 func (c *catalog) bumpLocked() {

@@ -24,7 +24,12 @@ const (
 // session on a user-controlled server. It dials on demand, one dial at a time, and forgets a
 // session that ended or broke so that the next use dials again.
 type conn struct {
-	p        *Pool
+	p *Pool
+	// ent is the pool's entry for the server; srv is its value when the slot was made. A pack
+	// update keeps ent (and the slot) only when the server's connection settings are unchanged,
+	// so srv's name and connection settings always hold; its policy (allowlist, timeouts) may be
+	// newer in ent: read that with [conn.server].
+	ent      *entry
 	srv      *packs.Server
 	identity string // "" for a shared session
 	headers  headerFunc
@@ -49,8 +54,21 @@ type conn struct {
 	completions map[string]chan struct{} // URL elicitations awaiting completion, by id
 }
 
-func newConn(p *Pool, srv *packs.Server, identity string, headers headerFunc, env []string) *conn {
-	return &conn{p: p, srv: srv, identity: identity, headers: headers, env: env, refresh: make(chan struct{}, 1)}
+func newConn(p *Pool, ent *entry, identity string, headers headerFunc, env []string) *conn {
+	return &conn{p: p, ent: ent, srv: ent.server(), identity: identity, headers: headers, env: env, refresh: make(chan struct{}, 1)}
+}
+
+// server returns the server's current entry in the pack: the connection settings of c.srv, with
+// the policy of the latest pack update.
+func (c *conn) server() *packs.Server { return c.ent.server() }
+
+// relist asks the session's watcher to list the tools again (as after list_changed); when no
+// session is live, the next one lists them once more after it opens.
+func (c *conn) relist() {
+	select {
+	case c.refresh <- struct{}{}:
+	default:
+	}
 }
 
 func (c *conn) log() *slog.Logger {
@@ -60,7 +78,7 @@ func (c *conn) log() *slog.Logger {
 	return c.p.log.With("server", c.srv.Name, "user", c.identity)
 }
 
-func (c *conn) timeout() time.Duration { return time.Duration(c.srv.TimeoutMs) * time.Millisecond }
+func (c *conn) timeout() time.Duration { return time.Duration(c.server().TimeoutMs) * time.Millisecond }
 
 // session returns the live session, dialing when there is none. Callers that arrive while a
 // dial runs wait for its outcome instead of dialing again.
@@ -87,7 +105,7 @@ func (c *conn) session(ctx context.Context) (*mcpsdk.ClientSession, error) {
 		if c.sess != nil {
 			return c.sess, nil
 		}
-		if c.dialErr == nil {
+		if c.dialErr == nil || c.closed { // the slot closed while the dial ran
 			return nil, ErrClosed
 		}
 		return nil, c.dialErr
@@ -100,7 +118,7 @@ func (c *conn) session(ctx context.Context) (*mcpsdk.ClientSession, error) {
 
 	c.mu.Lock()
 	c.dialing, c.dialErr = nil, err
-	closed := err == nil && c.closed
+	closed := c.closed
 	if err == nil && !closed {
 		ended := make(chan struct{})
 		c.sess, c.ended = sess, ended
@@ -109,8 +127,10 @@ func (c *conn) session(ctx context.Context) (*mcpsdk.ClientSession, error) {
 	c.mu.Unlock()
 	close(done)
 	if closed {
-		_ = sess.Close()
-		cancel()
+		if err == nil {
+			_ = sess.Close()
+			cancel()
+		}
 		return nil, ErrClosed
 	}
 	if err != nil {
@@ -137,7 +157,7 @@ func (c *conn) dial(ctx context.Context) (sess *mcpsdk.ClientSession, cancel fun
 		cancel()
 		return nil, nil, nil, fmt.Errorf("list tools of MCP server %s: %w", c.srv.Name, classify(lctx, err, &c.obs))
 	}
-	tools, _ = admitAll(c.log(), c.srv, listed, c.p.maxTools, c.tasks.supportOf)
+	tools, _ = admitAll(c.log(), c.server(), listed, c.p.maxTools, c.tasks.supportOf)
 	c.log().Info("MCP session open", "protocol", sess.InitializeResult().ProtocolVersion,
 		"tools", len(tools), "took", c.p.now().Sub(start))
 	return sess, cancel, tools, nil
@@ -240,7 +260,7 @@ func (c *conn) watch(sess *mcpsdk.ClientSession, ended chan struct{}, cancel fun
 					c.log().Warn("MCP tool list refresh failed", "error", classify(ctx, err, &c.obs))
 					continue
 				}
-				tools, _ := admitAll(c.log(), c.srv, listed, c.p.maxTools, c.tasks.supportOf)
+				tools, _ := admitAll(c.log(), c.server(), listed, c.p.maxTools, c.tasks.supportOf)
 				c.p.listChanged(c, tools)
 			}
 		}

@@ -11,14 +11,14 @@ import (
 
 // sharedHeaders returns the headers of the shared session of an admin-controlled server: the
 // pack's, plus, when the server's authentication mode is client_credentials, the bearer token
-// of the [MachineAuthorizer]. After a 401 the transport asks again (see [renewal]): the token
+// of m. After a 401 the transport asks again (see [renewal]): the token
 // the server refused is renewed once and the request sent again, since a 401 means the server
 // did not act on it.
-func (p *Pool) sharedHeaders(s *packs.Server) (headerFunc, error) {
+func (p *Pool) sharedHeaders(s *packs.Server, m MachineAuthorizer) (headerFunc, error) {
 	if !s.ClientCredentials() {
 		return staticHeaders(s.Headers), nil
 	}
-	if p.machine == nil {
+	if m == nil {
 		return nil, fmt.Errorf("MCP server %s: authentication mode client_credentials needs a machine authorizer (mcp.Config.Machine)", s.Name)
 	}
 	static := make(map[string]secret.Value, len(s.Headers)+1)
@@ -27,7 +27,7 @@ func (p *Pool) sharedHeaders(s *packs.Server) (headerFunc, error) {
 			static[k] = v
 		}
 	}
-	m, name := p.machine, s.Name
+	name := s.Name
 	return func(ctx context.Context) (map[string]secret.Value, error) {
 		var tok string
 		var err error

@@ -79,6 +79,9 @@ type Config struct {
 // A Pool dials on demand, so it works without [Pool.Run]; Run adds what runs in the background:
 // shared sessions opened at start and reopened with backoff when they drop, and idle per-user
 // sessions closed.
+//
+// [Pool.Update] switches the pool to another pack's servers live, keeping the sessions of the
+// servers whose connection settings did not change.
 type Pool struct {
 	log           *slog.Logger
 	now           func() time.Time
@@ -92,21 +95,24 @@ type Pool struct {
 	creds         store.Credentials
 	keyring       *secret.Keyring
 	auth          Authorizer
-	machine       MachineAuthorizer
 	onRejected    func(identity, server string)
 
 	sampler Sampler
 	obs     Observer
 	tokens  atomic.Uint64 // progress tokens of calls
 
-	servers map[string]*packs.Server
-	shared  map[string]*conn
-	cat     *catalog
-	wg      sync.WaitGroup // session goroutines
+	// set is the pack's servers, swapped whole by [Pool.Update] (under mu) and read without a
+	// lock; updateMu serializes updates, and machine is the authorizer of the latest one.
+	set      atomic.Pointer[serverSet]
+	updateMu sync.Mutex
+	machine  MachineAuthorizer
+	cat      *catalog
+	wg       sync.WaitGroup // session goroutines
 
 	mu     sync.Mutex
 	users  map[userKey]*list.Element // of *conn
 	lru    *list.List                // front: most recently used
+	runs   map[*runner]struct{}      // the running [Pool.Run]s
 	closed bool
 }
 
@@ -117,8 +123,7 @@ func New(cfg Config) (*Pool, error) {
 		clientName: cfg.ClientName, clientVersion: cfg.ClientVersion,
 		maxUsers: cfg.MaxUserSessions, maxTools: cfg.MaxTools,
 		creds: cfg.Credentials, keyring: cfg.Keyring, auth: cfg.Authorizer, machine: cfg.Machine, onRejected: cfg.OnRejected, sampler: cfg.Sampler, obs: cfg.Observer,
-		servers: make(map[string]*packs.Server), shared: make(map[string]*conn),
-		cat: newCatalog(), users: make(map[userKey]*list.Element), lru: list.New(),
+		cat: newCatalog(), users: make(map[userKey]*list.Element), lru: list.New(), runs: make(map[*runner]struct{}),
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -151,42 +156,35 @@ func New(cfg Config) (*Pool, error) {
 	if p.onRejected == nil {
 		p.onRejected = func(string, string) {}
 	}
-	for i := range cfg.Servers {
-		s := &cfg.Servers[i]
-		if !s.Enabled {
-			continue
-		}
-		if _, dup := p.servers[s.Name]; dup {
-			return nil, fmt.Errorf("MCP server %q is listed twice", s.Name)
-		}
-		switch s.Transport {
-		case packs.TransportStreamableHTTP, packs.TransportSSE, packs.TransportStdio:
-		default:
-			return nil, fmt.Errorf("MCP server %s: unsupported transport %q", s.Name, s.Transport)
-		}
-		if s.TimeoutMs <= 0 || s.MaxSessionIdleSeconds <= 0 {
-			return nil, fmt.Errorf("MCP server %s: timeoutMs and maxSessionIdleSeconds must be positive (load the pack with packs.Load)", s.Name)
-		}
-		p.servers[s.Name] = s
-		if !s.UserControlled() {
-			headers, err := p.sharedHeaders(s)
-			if err != nil {
-				return nil, err
-			}
-			p.shared[s.Name] = newConn(p, s, "", headers, p.stdioEnv(s, nil))
-		}
+	pl, err := p.plan(&serverSet{}, cfg.Servers, cfg.Machine)
+	if err != nil {
+		return nil, err
+	}
+	p.set.Store(pl.next)
+	for name, e := range pl.next.servers {
+		p.cat.own(name, e)
 	}
 	return p, nil
 }
 
 // Run opens the shared sessions and keeps them open, reconnecting with backoff, and closes idle
 // per-user sessions, until ctx ends; then it closes the pool.
+//
+// Servers that [Pool.Update] adds get their supervisor from Run too, and the supervisor of a
+// server it removes or reconnects is stopped.
 func (p *Pool) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	for _, c := range p.shared {
-		wg.Go(func() { p.supervise(ctx, c) })
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := &runner{ctx: ctx, stops: make(map[*conn]context.CancelFunc)}
+	p.mu.Lock()
+	p.runs[r] = struct{}{}
+	for _, e := range p.current().servers {
+		if e.shared != nil {
+			p.superviseLocked(r, e.shared)
+		}
 	}
-	wg.Go(func() {
+	p.mu.Unlock()
+	r.wg.Go(func() {
 		tick := time.NewTicker(30 * time.Second)
 		defer tick.Stop()
 		for {
@@ -198,9 +196,48 @@ func (p *Pool) Run(ctx context.Context) error {
 			}
 		}
 	})
-	wg.Wait()
+	<-ctx.Done()
+	// No supervisor starts once r is gone from p.runs, so that the wait covers them all.
+	p.mu.Lock()
+	delete(p.runs, r)
+	p.mu.Unlock()
+	r.wg.Wait()
 	p.Close()
 	return nil
+}
+
+// runner is one [Pool.Run]: its context, the goroutines it owns and waits for, and the cancel of
+// each shared session's supervisor (under p.mu), so that an update can stop one.
+type runner struct {
+	ctx   context.Context
+	wg    sync.WaitGroup
+	stops map[*conn]context.CancelFunc
+}
+
+// superviseLocked starts c's supervisor in r (p.mu held, r running).
+func (p *Pool) superviseLocked(r *runner, c *conn) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	r.stops[c] = cancel
+	r.wg.Go(func() {
+		defer cancel()
+		p.supervise(ctx, c)
+		p.mu.Lock()
+		delete(r.stops, c)
+		p.mu.Unlock()
+	})
+}
+
+// unsuperviseLocked detaches c's supervisors from their runs (p.mu held) and returns their
+// cancels: call them once c is closed, so that a dial they cancel is seen as the slot closing.
+func (p *Pool) unsuperviseLocked(c *conn) []context.CancelFunc {
+	var stops []context.CancelFunc
+	for r := range p.runs {
+		if stop, ok := r.stops[c]; ok {
+			stops = append(stops, stop)
+			delete(r.stops, c)
+		}
+	}
+	return stops
 }
 
 // Backoff of the shared-session supervisor.
@@ -245,15 +282,18 @@ func (p *Pool) Close() {
 		return
 	}
 	p.closed = true
-	conns := make([]*conn, 0, len(p.shared)+p.lru.Len())
+	set := p.current()
+	conns := make([]*conn, 0, len(set.servers)+p.lru.Len())
 	for e := p.lru.Front(); e != nil; e = e.Next() {
 		conns = append(conns, e.Value.(*conn))
 	}
 	p.users = make(map[userKey]*list.Element)
 	p.lru.Init()
 	p.mu.Unlock()
-	for _, c := range p.shared {
-		conns = append(conns, c)
+	for _, e := range set.servers {
+		if e.shared != nil {
+			conns = append(conns, e.shared)
+		}
 	}
 	var wg sync.WaitGroup
 	for _, c := range conns {
@@ -268,8 +308,11 @@ func (p *Pool) Catalog() (Catalog, <-chan struct{}) { return p.cat.snapshot() }
 
 // Server returns an enabled server of the pack.
 func (p *Pool) Server(name string) (*packs.Server, bool) {
-	s, ok := p.servers[name]
-	return s, ok
+	e, ok := p.current().servers[name]
+	if !ok {
+		return nil, false
+	}
+	return e.server(), true
 }
 
 // Health is the state of a shared session.
@@ -281,9 +324,13 @@ type Health struct {
 
 // Health reports the shared sessions.
 func (p *Pool) Health() []Health {
-	out := make([]Health, 0, len(p.shared))
-	for name, c := range p.shared {
-		up, err := c.state()
+	set := p.current()
+	out := make([]Health, 0, len(set.servers))
+	for name, e := range set.servers {
+		if e.shared == nil {
+			continue
+		}
+		up, err := e.shared.state()
 		out = append(out, Health{Server: name, Connected: up, LastError: err})
 	}
 	return out
@@ -295,14 +342,14 @@ func (p *Pool) discovered(c *conn, tools []Tool) {
 	if c.identity != "" && p.cat.known(c.srv.Name) {
 		return
 	}
-	if p.cat.set(c.srv.Name, tools) {
+	if p.cat.set(c.srv.Name, c.ent, tools) {
 		c.log().Info("MCP tool catalog updated", "tools", len(tools))
 	}
 }
 
 // listChanged records the tools a session listed after the server said they changed.
 func (p *Pool) listChanged(c *conn, tools []Tool) {
-	if p.cat.set(c.srv.Name, tools) {
+	if p.cat.set(c.srv.Name, c.ent, tools) {
 		c.log().Info("MCP tool catalog updated (list_changed)", "tools", len(tools))
 	}
 }
@@ -336,10 +383,11 @@ type Result struct {
 // afterwards); it retries once, on a new session, a call that certainly did not (connection
 // refused, session unknown to a restarted server, or an OAuth token refreshed after a 401).
 func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
-	srv, ok := p.servers[call.Server]
+	ent, ok := p.current().servers[call.Server]
 	if !ok {
 		return Result{}, fmt.Errorf("%w: %q", ErrUnknownServer, call.Server)
 	}
+	srv := ent.server()
 	if !srv.Allowed(call.Tool) {
 		return Result{}, fmt.Errorf("%w: %s on %s (not in the server's allowlist)", ErrUnknownTool, call.Tool, srv.Name)
 	}
@@ -357,7 +405,7 @@ func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
 	}
 	start := p.now()
 	ctx, end := p.obs.StartToolCall(ctx, srv.Name, call.Tool)
-	res, err := p.callOnce(ctx, srv, call, args, true)
+	res, err := p.callOnce(ctx, ent, call, args, true)
 	if err == nil {
 		if !known { // discovered by this call's session (a user-controlled server)
 			cat, _ := p.cat.snapshot()
@@ -377,18 +425,22 @@ func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
 	return res, err
 }
 
-func (p *Pool) callOnce(ctx context.Context, srv *packs.Server, call Call, args json.RawMessage, mayRetry bool) (Result, error) {
-	c, err := p.conn(ctx, srv, call.Identity)
+func (p *Pool) callOnce(ctx context.Context, ent *entry, call Call, args json.RawMessage, mayRetry bool) (Result, error) {
+	srv := ent.server()
+	c, err := p.conn(ctx, ent, call.Identity)
 	if err != nil {
-		return Result{}, err
+		return p.superseded(ctx, ent, call, args, mayRetry, err)
 	}
 	c.begin(p.now())
 	defer c.end(p.now())
 	sess, err := c.session(ctx)
+	if errors.Is(err, ErrClosed) {
+		return p.superseded(ctx, ent, call, args, mayRetry, err)
+	}
 	if err != nil {
 		var retry func() (Result, error)
 		if mayRetry {
-			retry = func() (Result, error) { return p.callOnce(ctx, srv, call, args, false) }
+			retry = func() (Result, error) { return p.callOnce(ctx, ent, call, args, false) }
 		}
 		return p.failed(ctx, c, nil, err, retry)
 	}
@@ -415,7 +467,7 @@ func (p *Pool) callOnce(ctx context.Context, srv *packs.Server, call Call, args 
 	}
 	var retry func() (Result, error)
 	if mayRetry && !delivered.Load() {
-		retry = func() (Result, error) { return p.callOnce(ctx, srv, call, args, false) }
+		retry = func() (Result, error) { return p.callOnce(ctx, ent, call, args, false) }
 	}
 	return p.failed(ctx, c, sess, fmt.Errorf("call %s on MCP server %s: %w", call.Tool, srv.Name, err), retry)
 }

@@ -73,7 +73,7 @@ func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, e
 		return nil, err
 	}
 	defer p.Close()
-	c := p.shared[s.Name]
+	c := p.current().servers[s.Name].shared
 	rep := &SmokeReport{}
 	step := func(name string, start time.Time) {
 		rep.Steps = append(rep.Steps, SmokeStep{Name: name, Took: p.now().Sub(start)})

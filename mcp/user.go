@@ -24,11 +24,13 @@ type userKey struct{ identity, server string }
 // menu is hidden otherwise).
 func (p *Pool) UserConfigAvailable() bool { return p.creds != nil && p.keyring != nil }
 
-// conn returns the session slot for identity on srv: the shared one of an admin-controlled
-// server, or the user's own, created with the user's credentials.
-func (p *Pool) conn(ctx context.Context, srv *packs.Server, identity string) (*conn, error) {
+// conn returns the session slot for identity on ent: the shared one of an admin-controlled
+// server, or the user's own, created with the user's credentials. It fails with ErrClosed when a
+// pack update removed or replaced ent meanwhile.
+func (p *Pool) conn(ctx context.Context, ent *entry, identity string) (*conn, error) {
+	srv := ent.server()
 	if !srv.UserControlled() {
-		return p.shared[srv.Name], nil
+		return ent.shared, nil
 	}
 	if identity == "" {
 		return nil, fmt.Errorf("%w: %s takes each user's own credentials, and the caller has no identity", ErrNeedsAuthentication, srv.Name)
@@ -41,9 +43,9 @@ func (p *Pool) conn(ctx context.Context, srv *packs.Server, identity string) (*c
 	if err != nil {
 		return nil, err
 	}
-	c := newConn(p, srv, identity, headers, env)
+	c := newConn(p, ent, identity, headers, env)
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.current().servers[srv.Name] != ent { // an update drops the slots of old entries
 		p.mu.Unlock()
 		return nil, ErrClosed
 	}
@@ -97,7 +99,7 @@ func (p *Pool) sweep(now time.Time) int {
 	for e := p.lru.Back(); e != nil; {
 		prev := e.Prev()
 		c := e.Value.(*conn)
-		if c.idleFor(now) >= time.Duration(c.srv.MaxSessionIdleSeconds)*time.Second {
+		if c.idleFor(now) >= time.Duration(c.server().MaxSessionIdleSeconds)*time.Second {
 			p.lru.Remove(e)
 			delete(p.users, userKey{c.identity, c.srv.Name})
 			idle = append(idle, c)
@@ -290,12 +292,13 @@ func (p *Pool) Configure(ctx context.Context, identity, server string, values ma
 // error says why the server refused (ErrAuth with the challenge, ErrUnreachable, ...). A
 // successful test discovers the server's tools for everyone if nobody had yet.
 func (p *Pool) TestCredentials(ctx context.Context, identity, server string, values map[string]secret.Value) ([]Tool, error) {
-	srv, clean, err := p.checkValues(identity, server, values)
+	ent, clean, err := p.checkValues(identity, server, values)
 	if err != nil {
 		return nil, err
 	}
+	srv := ent.server()
 	headers, env := fieldAccess(srv, clean, staticValues(srv.Headers))
-	probe := newConn(p, srv, identity, headers, p.stdioEnv(srv, env))
+	probe := newConn(p, ent, identity, headers, p.stdioEnv(srv, env))
 	sess, cancel, tools, err := probe.dial(ctx)
 	if err != nil {
 		return nil, err
@@ -335,11 +338,13 @@ func (p *Pool) SaveCredentials(ctx context.Context, identity, server string, val
 }
 
 // checkValues checks that server takes typed credentials and that values has every field.
-func (p *Pool) checkValues(identity, server string, values map[string]secret.Value) (*packs.Server, map[string]secret.Value, error) {
-	srv, ok := p.servers[server]
-	switch {
-	case !ok:
+func (p *Pool) checkValues(identity, server string, values map[string]secret.Value) (*entry, map[string]secret.Value, error) {
+	ent, ok := p.current().servers[server]
+	if !ok {
 		return nil, nil, fmt.Errorf("%w: %q", ErrUnknownServer, server)
+	}
+	srv := ent.server()
+	switch {
 	case !srv.UserControlled():
 		return nil, nil, fmt.Errorf("MCP server %s is admin-controlled: users do not configure it", server)
 	case srv.OAuth():
@@ -357,13 +362,13 @@ func (p *Pool) checkValues(identity, server string, values map[string]secret.Val
 		}
 		clean[f.Name] = v
 	}
-	return srv, clean, nil
+	return ent, clean, nil
 }
 
 // Forget deletes a user's credentials for a server (every kind: typed values, OAuth tokens,
 // drafts) and closes the user's session.
 func (p *Pool) Forget(ctx context.Context, identity, server string) error {
-	if _, ok := p.servers[server]; !ok {
+	if _, ok := p.current().servers[server]; !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownServer, server)
 	}
 	p.dropUserKey(identity, server)
@@ -379,12 +384,13 @@ func (p *Pool) Forget(ctx context.Context, identity, server string) error {
 // Status reports whether identity can use server: for an admin-controlled server, whether the
 // shared session works; for a user-controlled one, the state of the user's credentials.
 func (p *Pool) Status(ctx context.Context, identity, server string) (Status, error) {
-	srv, ok := p.servers[server]
+	ent, ok := p.current().servers[server]
 	if !ok {
 		return "", fmt.Errorf("%w: %q", ErrUnknownServer, server)
 	}
+	srv := ent.server()
 	if !srv.UserControlled() {
-		if up, err := p.shared[server].state(); !up && err != nil {
+		if up, err := ent.shared.state(); !up && err != nil {
 			return StatusFailure, nil
 		}
 		return StatusSuccess, nil
