@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/packbot/packbot/i18n"
@@ -27,6 +28,9 @@ var (
 	ErrNotApprover = errors.New("not an approver of this request")
 	// ErrOwnRequest: the caller asked for the call and self-approval is off.
 	ErrOwnRequest = errors.New("cannot decide one's own request")
+	// ErrToolGone: the request's tool is no longer available (a pack swapped in without it);
+	// deciding it withdrew it.
+	ErrToolGone = errors.New("the requested tool is no longer available")
 )
 
 // Store is what the service keeps its state in.
@@ -58,12 +62,10 @@ type Config struct {
 // Service runs approvals for one pack. Its methods are safe for concurrent use.
 type Service struct {
 	st    Store
-	pack  *packs.Pack
+	cur   atomic.Pointer[packRules] // swapped by SetPack
 	pool  *mcp.Pool
 	kick  func(string)
 	badge func(context.Context, []string)
-	rbac  *rbac.Engine
-	calls *toolcall.Runner
 	log   *slog.Logger
 	now   func() time.Time
 	every time.Duration
@@ -75,7 +77,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Pack == nil || cfg.MCP == nil {
 		return nil, errors.New("approvals: Store, Pack and MCP are required")
 	}
-	s := &Service{st: cfg.Store, pack: cfg.Pack, pool: cfg.MCP, kick: cfg.Kick, badge: cfg.BadgesChanged,
+	s := &Service{st: cfg.Store, pool: cfg.MCP, kick: cfg.Kick, badge: cfg.BadgesChanged,
 		log: cfg.Logger, now: cfg.Now, every: cfg.SweepEvery, obs: cfg.Observer}
 	if s.obs == nil {
 		s.obs = nopObserver{}
@@ -83,8 +85,7 @@ func New(cfg Config) (*Service, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s.rbac = rbac.New(cfg.Pack)
-	s.calls = toolcall.New(cfg.Pack, cfg.MCP, &toolcall.Options{RBAC: s.rbac})
+	s.SetPack(cfg.Pack)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -98,6 +99,18 @@ func New(cfg Config) (*Service, error) {
 		s.badge = func(context.Context, []string) {}
 	}
 	return s, nil
+}
+
+// packRules are what the service takes from its pack.
+type packRules struct {
+	pack  *packs.Pack
+	calls *toolcall.Runner
+}
+
+// SetPack makes p the pack of the next step (a pack swapped in): approved calls run under its
+// rules, and a request for a tool p no longer has is withdrawn when decided.
+func (s *Service) SetPack(p *packs.Pack) {
+	s.cur.Store(&packRules{pack: p, calls: toolcall.New(p, s.pool, &toolcall.Options{RBAC: rbac.New(p)})})
 }
 
 // Request is a call whose decision is APPROVAL, to submit.
@@ -234,6 +247,9 @@ func (s *Service) decide(ctx context.Context, approver rbac.Caller, id string, a
 	if approver.Identity == a.Requester && !a.AllowSelf {
 		return a, ErrOwnRequest
 	}
+	if a.Status == store.ApprovalPending && s.gone(a) {
+		return s.withdraw(ctx, a, approver)
+	}
 	v := store.Vote{Approver: approver.Identity, Decision: store.VoteReject, At: s.now()}
 	if approve {
 		v.Decision = store.VoteApprove
@@ -278,11 +294,46 @@ func (s *Service) decide(ctx context.Context, approver rbac.Caller, id string, a
 	return a, nil
 }
 
+// gone reports whether a's tool is no longer available under the current pack: its server was
+// removed or disabled, or the server's tools, once known, no longer include it.
+func (s *Service) gone(a store.Approval) bool {
+	if srv := s.cur.Load().pack.Server(a.Server); srv == nil || !srv.Enabled {
+		return true
+	}
+	cat, _ := s.pool.Catalog()
+	if len(cat.Server(a.Server)) == 0 {
+		return false // not listed yet: it cannot be told
+	}
+	_, ok := cat.Lookup(a.Server, a.Tool)
+	return !ok
+}
+
+// withdraw closes a request whose tool is gone, when an approver decides it: the requester is
+// told, and the approver gets ErrToolGone.
+func (s *Service) withdraw(ctx context.Context, a store.Approval, approver rbac.Caller) (store.Approval, error) {
+	approvers, err := s.findApprovers(ctx, a)
+	if err != nil {
+		return a, fmt.Errorf("withdraw approval %s: %w", a.ID, err)
+	}
+	notices := func(a store.Approval) []store.OutboxMessage {
+		return []store.OutboxMessage{notice(a.Requester, i18n.Message{Key: "APPROVAL_WITHDRAWN", Args: []string{"tool", a.Tool}})}
+	}
+	done, err := s.st.CancelApproval(ctx, a.ID, a.Requester, s.now(), notices)
+	if err != nil {
+		return done, fmt.Errorf("withdraw approval %s: %w", a.ID, err)
+	}
+	s.log.InfoContext(ctx, "approval request withdrawn: its tool is gone", slog.String("id", a.ID),
+		slog.String("server", a.Server), slog.String("tool", a.Tool), slog.String("approver", approver.Identity))
+	s.kickAll(notices(done))
+	s.badge(ctx, append([]string{a.Requester, approver.Identity}, approvers...))
+	return done, fmt.Errorf("decide approval %s: %w", a.ID, ErrToolGone)
+}
+
 // lease is how long an execution claim lasts: the server's call timeout (after which the call
 // has given up) and half as much again, at least a second, for recording the outcome.
 func (s *Service) lease(a store.Approval) time.Duration {
 	timeout := time.Duration(packs.DefaultTimeoutMs) * time.Millisecond
-	if srv := s.pack.Server(a.Server); srv != nil && srv.TimeoutMs > 0 {
+	if srv := s.cur.Load().pack.Server(a.Server); srv != nil && srv.TimeoutMs > 0 {
 		timeout = time.Duration(srv.TimeoutMs) * time.Millisecond
 	}
 	return timeout + max(timeout/2, time.Second)
@@ -303,7 +354,7 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 	if !ok {
 		c.Caller, c.Refused = rbac.Caller{Identity: a.Requester, Authenticated: true}, "the requester's roles are unknown"
 	}
-	out, _ := s.calls.Run(ctx, c) // no Begin: the execution's claim was taken in the store
+	out, _ := s.cur.Load().calls.Run(ctx, c) // no Begin: the execution's claim was taken in the store
 	if out.Denied() {
 		done, err := s.finish(ctx, a, store.ExecFailed, nil, out.Row.Error,
 			notice(a.Requester, i18n.Message{Key: "APPROVAL_REVOKED", Args: []string{"tool", a.Tool}}))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/packbot/packbot/channel"
@@ -65,6 +66,9 @@ type Config struct {
 	BeforeHandle func(channel.Event)
 	// Observer, when set, is told of each acceptance, handling and flow (metrics, traces).
 	Observer Observer
+	// Notified, when set, is called with the bus notifications of topics the bot does not
+	// handle itself (a pack applied); it runs on the listener's goroutine and must not block.
+	Notified func(store.Notification)
 }
 
 // Bot runs the event pipeline (architecture.md): it accepts each inbound event into the store's
@@ -72,17 +76,21 @@ type Config struct {
 // order on the one replica holding the connection's lease, commits each event's effects with its
 // completion, and delivers the outbox. It is a [channel.Handler].
 type Bot struct {
-	ch     channel.Channel
-	st     store.Store
-	bus    store.Bus // nil: one process (SQLite)
-	flows  *flows.Engine
-	log    *slog.Logger
-	now    func() time.Time
-	kr     *secret.Keyring
-	holder string
-	caps   channel.Capabilities
-	hook   func(channel.Event)
-	obs    Observer
+	ch  channel.Channel
+	st  store.Store
+	bus store.Bus // nil: one process (SQLite)
+	// engine is the flows engine events are handled with, and its pack's version: swapped
+	// whole when a pack is swapped in (an event being handled finishes with the one it began).
+	engine atomic.Pointer[engineRef]
+	// notified is Config.Notified.
+	notifiedElse func(store.Notification)
+	log          *slog.Logger
+	now          func() time.Time
+	kr           *secret.Keyring
+	holder       string
+	caps         channel.Capabilities
+	hook         func(channel.Event)
+	obs          Observer
 
 	drain, leaseTTL, idle, acceptWait, every, retryAfter time.Duration
 	maxAttempts                                          int
@@ -119,12 +127,15 @@ func New(cfg Config) (*Bot, error) {
 		return nil, errors.New("bot: Channel and Store are required")
 	}
 	b := &Bot{
-		ch: cfg.Channel, st: cfg.Store, flows: cfg.Flows, log: cfg.Logger, now: cfg.Now, kr: cfg.Keyring,
+		ch: cfg.Channel, st: cfg.Store, notifiedElse: cfg.Notified, log: cfg.Logger, now: cfg.Now, kr: cfg.Keyring,
 		holder: cfg.Holder, caps: channel.CapabilitiesOf(cfg.Channel), hook: cfg.BeforeHandle, obs: cfg.Observer,
 		drain: cfg.DrainTimeout, leaseTTL: cfg.LeaseTTL, idle: cfg.Idle, acceptWait: cfg.AcceptWait,
 		every: cfg.OutboxInterval, retryAfter: cfg.RetryAfter, maxAttempts: cfg.MaxAttempts,
 		workers: map[string]*worker{}, taking: map[string]chan struct{}{}, live: make(chan struct{}),
 		kick: make(chan string, 256), acks: make(chan int64, 4096), undelivered: map[string]bool{},
+	}
+	if cfg.Flows != nil {
+		b.engine.Store(&engineRef{e: cfg.Flows})
 	}
 	b.work, b.cancelWork = context.WithCancel(context.Background())
 	if bp, ok := cfg.Store.(store.BusProvider); ok {
@@ -163,9 +174,24 @@ func New(cfg Config) (*Bot, error) {
 	return b, nil
 }
 
-// SetFlows gives the bot its flows engine when [Config].Flows was nil. Call it before Run, from
-// the goroutine that calls Run.
-func (b *Bot) SetFlows(e *flows.Engine) { b.flows = e }
+// engineRef is a flows engine and the version of the pack it runs (0: not versioned).
+type engineRef struct {
+	e    *flows.Engine
+	pack int64
+}
+
+// SetFlows gives the bot its flows engine when [Config].Flows was nil, built for version pack
+// of the deployment's pack (0: not versioned). Call it before Run; [Bot.SwitchPack] swaps it
+// while the bot runs.
+func (b *Bot) SetFlows(e *flows.Engine, pack int64) { b.engine.Store(&engineRef{e: e, pack: pack}) }
+
+// flows is the current flows engine (nil before SetFlows).
+func (b *Bot) flows() *flows.Engine {
+	if r := b.engine.Load(); r != nil {
+		return r.e
+	}
+	return nil
+}
 
 // Capabilities are the optional capabilities of the bot's channel.
 func (b *Bot) Capabilities() channel.Capabilities { return b.caps }
@@ -283,7 +309,7 @@ func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event, 
 	default:
 		return "accepted", nil // another replica holds the connection; the store has woken it
 	}
-	w.push(item{id: acc.ID, kind: ev.Kind, event: e, older: acc.Older, trace: tp})
+	w.push(item{id: acc.ID, kind: ev.Kind, event: e, older: acc.Older, trace: tp, pack: packOf(ev)})
 	return "accepted", nil
 }
 
@@ -322,7 +348,7 @@ func (b *Bot) Run(ctx context.Context) error {
 	b.started = true
 	b.mu.Unlock()
 	defer b.cancelWork()
-	if b.flows == nil {
+	if b.flows() == nil {
 		return errors.New("bot: Run without flows (Config.Flows or SetFlows)")
 	}
 

@@ -17,6 +17,19 @@ const kindRefreshMenu = "bot.refresh-menu"
 // menuRefresh is the payload of a kindRefreshMenu event.
 type menuRefresh struct {
 	Conn string `json:"conn"`
+	// Pack, when not 0, is the version of a pack swapped in: the refresh re-checks the login
+	// too, and waits until this replica runs that version.
+	Pack int64 `json:"pack,omitempty"`
+}
+
+// packOf is the pack version a kindRefreshMenu event was made for (0: a badge refresh, or not
+// a refresh).
+func packOf(ev store.InboxEvent) int64 {
+	var r menuRefresh
+	if ev.Kind != kindRefreshMenu || json.Unmarshal(ev.Payload, &r) != nil {
+		return 0
+	}
+	return r.Pack
 }
 
 // sealedEvent is the inbox payload of an event sealed with the keyring.

@@ -136,6 +136,29 @@ type harness struct {
 	// restored are the wallets of harnessOptions.restore.
 	restored map[string]*channeltest.MemoryWallet
 	tel      *telemetry.Telemetry
+	// deps are the flows engine's; env the pack's placeholders (a test swaps in another pack).
+	deps flows.Deps
+	env  map[string]string
+}
+
+// engineFor builds a flows engine for another pack (src, with the harness's placeholders) over
+// the harness's pool, store and approvals.
+func (h *harness) engineFor(src string) *flows.Engine {
+	h.t.Helper()
+	p, err := packs.Parse("swapped.yaml", []byte(src), packs.MapEnv(h.env))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	d := h.deps
+	d.Pack = p
+	if d.Catalog, err = i18n.New(p); err != nil {
+		h.t.Fatal(err)
+	}
+	e, err := flows.New(d)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return e
 }
 
 type harnessOptions struct {
@@ -324,6 +347,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		d.OAuth = om
 	}
 	d.Model = model
+	h.deps, h.env = d, env
 	engine, err := flows.New(d)
 	if err != nil {
 		t.Fatal(err)

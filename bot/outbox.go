@@ -206,7 +206,7 @@ func (b *Bot) deliverOne(ctx context.Context, m store.OutboxMessage, cache map[s
 	// The notice's wire id is stable: sent again after a crash, it is recognisable.
 	id := fmt.Sprintf("notice-%d-%d", m.ID, m.CreatedAt.UnixMilli())
 	for _, s := range targets {
-		text := b.flows.Render(s.Language, n)
+		text := b.flows().Render(s.Language, n)
 		_, err := b.ch.SendText(ctx, s.ConnectionID, channel.Text{ID: id, Content: text})
 		if err == nil {
 			return nil

@@ -59,7 +59,18 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 		herr error
 	)
 	j := &journal{b: b, w: w, it: it}
-	if !refresh {
+	if it.pack > b.PackVersion() {
+		// A pack another replica switched to and this one not yet (its notification is on the
+		// way, or this replica refused the pack: then the event waits until it runs it).
+		w.log.InfoContext(ctx, "refresh for a pack this replica does not run yet", slog.Int64("pack", it.pack))
+		b.stats.Retries.Add(1)
+		return outcomeRetry
+	}
+	if refresh {
+		if p := b.safely(func() { fx, herr = b.flows().Revisit(ctx, &cur) }); p != "" {
+			return b.fail(ctx, w, it, p)
+		}
+	} else {
 		var interrupted []flows.Step
 		if len(it.steps) > 0 {
 			if err := json.Unmarshal(it.steps, &interrupted); err != nil {
@@ -72,7 +83,7 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 			}
 			fctx, end := b.obs.StartFlow(ctx, it.kind)
 			defer func() { end(herr) }()
-			fx, herr = b.flows.Handle(fctx, flows.Input{Session: &cur, Event: it.event, EventID: w.conn + "/" + strconv.FormatInt(it.id, 10),
+			fx, herr = b.flows().Handle(fctx, flows.Input{Session: &cur, Event: it.event, EventID: w.conn + "/" + strconv.FormatInt(it.id, 10),
 				Journal: j, Interrupted: interrupted, Memory: &w.memory, Conversation: w.conversation(it)})
 		}); p != "" {
 			return b.fail(ctx, w, it, p)
@@ -295,7 +306,7 @@ func (b *Bot) park(ctx context.Context, w *worker, it *item, reason string) outc
 
 // text is an outbound text of key in lang.
 func (b *Bot) text(lang, key string) channel.Outbound {
-	return channel.Outbound{Text: &channel.Text{ID: uuid.NewString(), Content: b.flows.Text(lang, key)}}
+	return channel.Outbound{Text: &channel.Text{ID: uuid.NewString(), Content: b.flows().Text(lang, key)}}
 }
 
 // menu adds the session's menu to fx when it differs from the last one sent (or the wallet
@@ -305,9 +316,9 @@ func (b *Bot) menu(ctx context.Context, s *store.Session, kind string, refresh b
 		return
 	}
 	if refresh && s.Identity != "" {
-		b.flows.InvalidateCounts([]string{s.Identity})
+		b.flows().InvalidateCounts([]string{s.Identity})
 	}
-	m := b.flows.Menu(ctx, *s)
+	m := b.flows().Menu(ctx, *s)
 	d := menuDigest(m)
 	// A selection closes the wallet's menu (RFC 0509; Credo's action-menu module, the Hologram
 	// app's, takes no second selection until a new menu comes): each is answered with the menu,

@@ -170,15 +170,19 @@ func (b *Bot) notified(n store.Notification) {
 	case store.TopicInvalidate:
 		var ids []string
 		if err := json.Unmarshal([]byte(n.Payload), &ids); err == nil {
-			b.flows.InvalidateCounts(ids)
+			b.flows().InvalidateCounts(ids)
+		}
+	default:
+		if b.notifiedElse != nil {
+			b.notifiedElse(n)
 		}
 	}
 }
 
 // invalidate drops the cached badge counts of identities here and on every other replica.
 func (b *Bot) invalidate(ctx context.Context, identities []string) {
-	if b.flows != nil { // nil until SetFlows: nothing is cached yet
-		b.flows.InvalidateCounts(identities)
+	if f := b.flows(); f != nil { // nil until SetFlows: nothing is cached yet
+		f.InvalidateCounts(identities)
 	}
 	if b.bus == nil || len(identities) == 0 {
 		return

@@ -26,6 +26,8 @@ type item struct {
 	parked bool
 	// trace is the trace context of the event's acceptance ("" for none).
 	trace string
+	// pack is the pack version of a refresh made for a pack swap (0: none).
+	pack int64
 }
 
 // worker handles the events of one connection, one at a time and in inbox order, while this
@@ -327,7 +329,7 @@ func (w *worker) fetchPending(ctx context.Context) bool {
 		if err != nil {
 			w.log.ErrorContext(ctx, "inbox event cannot be read", slog.Int64("event", ev.ID), slog.String("kind", ev.Kind), slog.Any("err", err))
 		}
-		w.enqueue(item{id: ev.ID, kind: ev.Kind, event: e, attempts: ev.Attempts, next: ev.NextAttemptAt, steps: ev.Steps, trace: tp})
+		w.enqueue(item{id: ev.ID, kind: ev.Kind, event: e, attempts: ev.Attempts, next: ev.NextAttemptAt, steps: ev.Steps, trace: tp, pack: packOf(ev)})
 	}
 	return true
 }

@@ -100,6 +100,12 @@ type Inviter interface {
 	ConnectionInvitation(ctx context.Context) (ConnectionInvitation, error)
 }
 
+// Relabeler is a channel whose name for the bot can change while it runs (a pack swapped in
+// with another display name): invitations made after SetLabel carry label.
+type Relabeler interface {
+	SetLabel(label string)
+}
+
 // ConnectionInvitation is how a wallet connects to the bot.
 type ConnectionInvitation struct {
 	// URL holds the whole invitation.

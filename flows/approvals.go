@@ -57,9 +57,11 @@ func (t *turn) pendingApproval(ctx context.Context, id string) (a store.Approval
 	return a, true, nil
 }
 
-// approvalError tells the user why a decision or cancel was refused.
-func (t *turn) approvalError(ctx context.Context, err error) error {
+// approvalError tells the user why a decision or cancel of a was refused.
+func (t *turn) approvalError(ctx context.Context, a store.Approval, err error) error {
 	switch {
+	case errors.Is(err, approvals.ErrToolGone):
+		return t.sayKey(ctx, "APPROVAL_TOOL_GONE", "tool", a.Tool)
 	case errors.Is(err, store.ErrAlreadyResolved), errors.Is(err, store.ErrNotFound):
 		return t.sayKey(ctx, "APPROVAL_ALREADY_RESOLVED")
 	case errors.Is(err, store.ErrAlreadyVoted):

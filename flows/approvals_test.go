@@ -142,16 +142,17 @@ func TestPendingApprovals(t *testing.T) {
 	f.answer(f.options()[0])
 	f.want(f.answer(f.tr("APPROVE")), key("APPROVAL_VOTE_RECORDED", "votes", "1", "quorum", "2"))
 	// Refusals.
-	for err, k := range map[error]string{
-		store.ErrAlreadyVoted:    "APPROVAL_ALREADY_VOTED",
-		approvals.ErrOwnRequest:  "APPROVAL_OWN_REQUEST",
-		approvals.ErrNotApprover: "APPROVAL_NOT_APPROVER",
-		store.ErrAlreadyResolved: "APPROVAL_ALREADY_RESOLVED",
-		store.ErrNotFound:        "APPROVAL_ALREADY_RESOLVED",
+	for err, k := range map[error][]string{
+		store.ErrAlreadyVoted:    key("APPROVAL_ALREADY_VOTED"),
+		approvals.ErrOwnRequest:  key("APPROVAL_OWN_REQUEST"),
+		approvals.ErrNotApprover: key("APPROVAL_NOT_APPROVER"),
+		store.ErrAlreadyResolved: key("APPROVAL_ALREADY_RESOLVED"),
+		store.ErrNotFound:        key("APPROVAL_ALREADY_RESOLVED"),
+		approvals.ErrToolGone:    key("APPROVAL_TOOL_GONE", "tool", a.Tool),
 	} {
-		f.want(f.run(func(t *turn, ctx context.Context) error { return t.approvalError(ctx, err) }), key(k))
+		f.want(f.run(func(t *turn, ctx context.Context) error { return t.approvalError(ctx, a, err) }), k)
 	}
-	if err := (&turn{e: f.e}).approvalError(t.Context(), errBoom); err != errBoom {
+	if err := (&turn{e: f.e}).approvalError(t.Context(), a, errBoom); err != errBoom {
 		t.Fatalf("other errors pass: %v", err)
 	}
 	f.s.Roles = []string{"employee"}

@@ -2,6 +2,9 @@ package flows
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -27,13 +30,46 @@ type authWait struct {
 
 func (*authWait) kind() string { return kindAuth }
 
-// checkExpiry logs out a user whose credential has expired.
-func (t *turn) checkExpiry(ctx context.Context) error {
-	if !t.s.Authenticated || t.s.CredentialExpiry.IsZero() || t.e.now().Before(t.s.CredentialExpiry) {
+// checkLogin logs out a user whose credential has expired, or whose login was made for another
+// authentication requirement than the pack's (a pack swapped in that asks for another
+// credential, or reads roles from another attribute). A login made before logins were
+// recorded is taken as made for the running pack.
+func (t *turn) checkLogin(ctx context.Context) error {
+	switch {
+	case !t.s.Authenticated:
+		return nil
+	case t.s.Login == "":
+		t.s.Login = t.e.login
+	case t.s.Login != t.e.login:
+		t.e.log.InfoContext(ctx, "logged out: the pack's authentication changed", slog.String("connection", logid.Conn(t.conn)))
+		t.logout(ctx)
+		return t.sayKey(ctx, "AUTH_PACK_CHANGED")
+	}
+	if t.s.CredentialExpiry.IsZero() || t.e.now().Before(t.s.CredentialExpiry) {
 		return nil
 	}
 	t.logout(ctx)
 	return t.sayKey(ctx, "AUTH_EXPIRED")
+}
+
+// LoginDigest identifies what a login under p's authentication means: which credential is
+// asked for and how identity and roles are read from it. Sessions record it at login; a pack
+// with another digest logs them out.
+func LoginDigest(p *packs.Pack) string {
+	a := p.Flows.Authentication
+	v := struct {
+		Enabled                                  bool
+		Definition, Identity, Roles, DefaultRole string
+		CredentialType                           string
+		Issuers, Formats                         []string
+	}{Enabled: a.Enabled, Definition: a.CredentialDefinitionID, Identity: a.UserIdentityAttribute, Roles: a.RolesAttribute,
+		DefaultRole: a.DefaultRole}
+	if c := a.Credential; c != nil {
+		v.CredentialType, v.Issuers, v.Formats = c.Type, slices.Sorted(slices.Values(c.Issuers)), slices.Sorted(slices.Values(c.Formats))
+	}
+	raw, _ := json.Marshal(v) // plain fields: cannot fail
+	h := sha256.Sum256(raw)
+	return hex.EncodeToString(h[:8])
 }
 
 // authenticate sends a proof request (again, when one was pending) and waits in state AUTH.
@@ -134,7 +170,7 @@ func (t *turn) verified(ctx context.Context, p channel.PresentationResult) error
 		t.fx.ClearMemory = append(t.fx.ClearMemory, "conn:"+t.conn)
 	}
 	t.s.Authenticated, t.s.Identity, t.s.DisplayName, t.s.Roles = true, identity, DisplayName(p.Claims), roles
-	t.s.CredentialExpiry = p.Expires
+	t.s.CredentialExpiry, t.s.Login = p.Expires, t.e.login
 	if err := t.e.st.PutIdentity(ctx, store.Identity{Identity: identity, DisplayName: t.s.DisplayName, Roles: roles}); err != nil {
 		if retryable(err) {
 			return fmt.Errorf("record roles of %s: %w", identity, err) // handled again once the store is back
@@ -154,7 +190,7 @@ func (t *turn) verified(ctx context.Context, p channel.PresentationResult) error
 func (t *turn) logout(context.Context) {
 	t.fx.ClearMemory = append(t.fx.ClearMemory, t.memoryKey(), "conn:"+t.conn)
 	t.s.Authenticated, t.s.Identity, t.s.DisplayName, t.s.Roles = false, "", "", nil
-	t.s.CredentialExpiry = time.Time{}
+	t.s.CredentialExpiry, t.s.Login = time.Time{}, ""
 	t.endDialog()
 }
 

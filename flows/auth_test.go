@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -143,4 +144,39 @@ func TestAuthUnavailable(t *testing.T) {
 
 func unitPackRequired() string {
 	return replaceOnce(unitPack, "    defaultRole: employee\n", "    defaultRole: employee\n    required: true\n")
+}
+
+// TestPackSwapLogin: a pack swapped in that reads logins another way (here: roles from another
+// attribute) logs the user out at their next event, or when the bot revisits the session, with
+// a notice; a pack with the same authentication keeps them; a login recorded before logins
+// carried their pack's requirement is taken as the running pack's.
+func TestPackSwapLogin(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	f.login("ana@acme.corp", "employee")
+	if f.s.Login == "" || f.s.Login != LoginDigest(f.e.pack) {
+		t.Fatalf("login not recorded: %+v", f.s)
+	}
+	same := newFixture(t, fixtureOptions{}) // the same pack, swapped in again
+	fx, err := same.e.Revisit(t.Context(), &f.s)
+	if err != nil || len(fx.Out) != 0 || !f.s.Authenticated {
+		t.Fatalf("same pack: %+v, %v, %+v", fx.Out, err, f.s)
+	}
+	other := newFixture(t, fixtureOptions{pack: strings.Replace(unitPack, "rolesAttribute: roles", "rolesAttribute: groups", 1)})
+	if LoginDigest(other.e.pack) == f.s.Login {
+		t.Fatal("the rolesAttribute does not change the login digest")
+	}
+	saved := f.s
+	fx, err = other.e.Revisit(t.Context(), &f.s)
+	if err != nil || len(fx.Out) != 1 || fx.Out[0].Text.Content != f.tr("AUTH_PACK_CHANGED") || f.s.Authenticated || f.s.Login != "" {
+		t.Fatalf("other pack, revisit: %+v, %v, %+v", fx.Out, err, f.s)
+	}
+	// At the user's next event: logged out first, then the event is handled as a guest's.
+	other.s = saved
+	other.want(other.say("/whoami"), key("AUTH_PACK_CHANGED"), key("WHOAMI_GUEST", "roles", "guest"))
+	// A login from before: stamped with the running pack's requirement, not logged out.
+	legacy := saved
+	legacy.Login = ""
+	if fx, err = other.e.Revisit(t.Context(), &legacy); err != nil || len(fx.Out) != 0 || !legacy.Authenticated || legacy.Login != LoginDigest(other.e.pack) {
+		t.Fatalf("legacy login: %+v, %v, %+v", fx.Out, err, legacy)
+	}
 }

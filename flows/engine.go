@@ -77,6 +77,8 @@ type Engine struct {
 	// elicitTimeout bounds a server's question to a user.
 	elicitTimeout time.Duration
 	caps          channel.Capabilities
+	// login is the pack's LoginDigest.
+	login string
 
 	agents agentCache
 
@@ -123,6 +125,7 @@ func New(d Deps) (*Engine, error) {
 		e.elicitTimeout = DefaultElicitTimeout
 	}
 	e.dialogs = dialogTable()
+	e.login = LoginDigest(d.Pack)
 	e.calls = toolcall.New(d.Pack, d.MCP, &toolcall.Options{RBAC: e.rbac})
 	e.agents.entries = map[string]*toolSet{}
 	e.menuHasApprovals = e.appr != nil && hasPolicies(d.Pack)
@@ -261,6 +264,18 @@ func (e *Engine) Handle(ctx context.Context, in Input) (Effects, error) {
 	return fx, err
 }
 
+// Revisit checks session s against the running pack when the bot itself asks (a menu refresh,
+// a pack swapped in): a login the pack no longer accepts is logged out, with a notice.
+func (e *Engine) Revisit(ctx context.Context, s *store.Session) (Effects, error) {
+	var fx Effects
+	if s.CreatedAt.IsZero() {
+		return fx, nil
+	}
+	t := &turn{e: e, conn: s.ConnectionID, s: s, fx: &fx, eventID: newMessageID(), journal: nopJournal{}, memory: e.st}
+	err := t.checkLogin(ctx)
+	return fx, err
+}
+
 // handle dispatches one event. The first event of a connection the bot has no session for is
 // its arrival, whether or not the channel reported ConnectionReady first.
 func (t *turn) handle(ctx context.Context, ev channel.Event) error {
@@ -274,7 +289,7 @@ func (t *turn) handle(ctx context.Context, ev channel.Event) error {
 			return err
 		}
 	}
-	if err := t.checkExpiry(ctx); err != nil {
+	if err := t.checkLogin(ctx); err != nil {
 		return err
 	}
 	switch ev := ev.(type) {

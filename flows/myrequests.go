@@ -58,7 +58,7 @@ func (t *turn) cancelChosen(ctx context.Context, r *myRequest, value string) err
 	}
 	a, err := t.e.appr.Cancel(ctx, t.s.Identity, r.ID)
 	if err != nil {
-		return t.approvalError(ctx, err)
+		return t.approvalError(ctx, a, err)
 	}
 	return t.sayKey(ctx, "APPROVAL_YOU_CANCELLED", "tool", a.Tool)
 }

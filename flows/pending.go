@@ -62,7 +62,7 @@ func (t *turn) decisionChosen(ctx context.Context, r *pendingRequest, value stri
 	a, err := t.e.appr.Decide(cctx, t.caller(), r.ID, value == choiceApprove)
 	stop()
 	if err != nil {
-		return t.approvalError(ctx, err)
+		return t.approvalError(ctx, a, err)
 	}
 	switch {
 	case a.Status == store.ApprovalPending:

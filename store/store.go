@@ -56,8 +56,12 @@ type Session struct {
 	// so that a menu is re-sent only when it changed, by whichever replica handles the
 	// connection next.
 	MenuDigest string
-	CreatedAt  time.Time // set by the store on first write
-	UpdatedAt  time.Time // set by the store on every write
+	// Login identifies the authentication requirement the user's login satisfied (a digest of
+	// the pack's authentication settings, made by package flows); "" when not authenticated, or
+	// authenticated before logins were recorded. A pack whose requirement differs logs them out.
+	Login     string
+	CreatedAt time.Time // set by the store on first write
+	UpdatedAt time.Time // set by the store on every write
 }
 
 // Sessions stores one [Session] per connection.
@@ -74,6 +78,17 @@ type Sessions interface {
 	// SessionsByIdentity returns the sessions of every connection authenticated as identity,
 	// most recently updated first (indexed).
 	SessionsByIdentity(ctx context.Context, identity string) ([]Session, error)
+	// ListSessions returns up to q.Limit sessions (<= 0: 1,000) ordered by connection id,
+	// starting strictly after q.After, updated at or after q.UpdatedSince (zero: all), so that a
+	// caller can page through every session.
+	ListSessions(ctx context.Context, q SessionQuery) ([]Session, error)
+}
+
+// SessionQuery narrows [Sessions.ListSessions].
+type SessionQuery struct {
+	After        string
+	UpdatedSince time.Time
+	Limit        int
 }
 
 // Tag is a name/value label on a [Record], used to find records without reading them all.

@@ -20,6 +20,9 @@ type metrics struct {
 	mcpCalls  *prometheus.CounterVec   // server, tool, class
 	mcpDur    *prometheus.HistogramVec // server, tool
 	approvals *prometheus.CounterVec   // step, status
+	pack      *prometheus.GaugeVec     // id, source, version: 1 for the pack in use
+	swaps     *prometheus.CounterVec   // result
+	refused   prometheus.Gauge         // 1 while the newest pack offered was refused
 }
 
 // latencyBuckets go from 5 ms to two minutes (an LLM turn with tools, a slow MCP server).
@@ -49,11 +52,16 @@ func newMetrics(o Options) (*metrics, error) {
 			Help: "Approval steps (submit, decide, cancel) by the request's status after the step (error when it failed)."},
 			[]string{"step", "status"}),
 	}
+	m.pack = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "packbot_pack_info",
+		Help: "1 for the agent pack in use; labels give its id, source and applied version."}, []string{"id", "source", "version"})
+	m.pack.WithLabelValues(o.PackID, o.PackSource, o.PackVersion).Set(1)
+	m.swaps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "packbot_pack_swaps_total",
+		Help: "Packs offered to this replica at run time (pack apply, a pack file changed, SIGHUP), by result: applied or refused."},
+		[]string{"result"})
+	m.refused = prometheus.NewGauge(prometheus.GaugeOpts{Name: "packbot_pack_refused",
+		Help: "1 while the newest pack offered to this replica was refused (it runs the previous one; /readyz says why)."})
 	cs := []prometheus.Collector{m.messages, m.eventDur, m.llmDur, m.llmTokens, m.mcpCalls, m.mcpDur, m.approvals,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "packbot_pack_info",
-			Help:        "Always 1; labels give the agent pack in use.",
-			ConstLabels: prometheus.Labels{"id": o.PackID, "source": o.PackSource, "version": o.PackVersion}}, func() float64 { return 1 }),
-	}
+		m.pack, m.swaps, m.refused}
 	if o.Store != nil {
 		cs = append(cs, &storeCollector{st: o.Store, log: o.Logger})
 	}
@@ -130,4 +138,22 @@ func age(now, t time.Time) float64 {
 		return 0
 	}
 	return max(0, now.Sub(t).Seconds())
+}
+
+// SetPack says which pack this replica runs now (packbot_pack_info), after a swap.
+func (t *Telemetry) SetPack(id, source, version string) {
+	t.m.pack.Reset()
+	t.m.pack.WithLabelValues(id, source, version).Set(1)
+}
+
+// PackOffered counts a pack offered at run time, applied or refused; packbot_pack_refused
+// stays 1 until a pack is applied again.
+func (t *Telemetry) PackOffered(applied bool) {
+	if applied {
+		t.m.swaps.WithLabelValues("applied").Inc()
+		t.m.refused.Set(0)
+		return
+	}
+	t.m.swaps.WithLabelValues("refused").Inc()
+	t.m.refused.Set(1)
 }

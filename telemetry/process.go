@@ -31,7 +31,7 @@ func newProcessMetrics(o Options) (*processMetrics, []prometheus.Collector) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "packbot_build_info",
-			Help:        "Always 1; labels give the packbot version and the loaded pack.",
+			Help:        "Always 1; labels give the packbot version and the pack it started with (packbot_pack_info: the one in use).",
 			ConstLabels: prometheus.Labels{"version": o.Version, "pack": o.PackID},
 		}, func() float64 { return 1 }),
 	}

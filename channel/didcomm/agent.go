@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hyperledger/aries-framework-go/pkg/client/didexchange"
@@ -57,7 +58,9 @@ type connectionFunc func(ctx context.Context, connID, theirLabel string) error
 
 // agent is one aries-framework-go instance, and the only place that touches afgo's clients.
 type agent struct {
-	cfg     agentConfig
+	cfg agentConfig
+	// label is the name in the invitations made from now on (cfg.Label until SetLabel).
+	label   atomic.Pointer[string]
 	log     *slog.Logger
 	fw      *aries.Aries
 	ctx     *afgoctx.Provider

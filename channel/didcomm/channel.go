@@ -123,7 +123,17 @@ func (c *Channel) ConnectionInvitation(ctx context.Context) (channel.ConnectionI
 	if err != nil {
 		return channel.ConnectionInvitation{}, err
 	}
-	return channel.ConnectionInvitation{URL: u, ShortURL: short, Label: c.cfg.Label}, nil
+	return channel.ConnectionInvitation{URL: u, ShortURL: short, Label: inv.Label}, nil
+}
+
+// SetLabel implements channel.Relabeler: the invitation is made again with label on its next
+// request (GET /invitation, ConnectionInvitation); wallets holding the previous one still
+// connect with it.
+func (c *Channel) SetLabel(label string) {
+	if label == "" {
+		label = "packbot"
+	}
+	c.a.label.Store(&label)
 }
 
 // Run delivers inbound events to h until ctx is done.

@@ -25,19 +25,19 @@ type invitationRecord struct {
 const invitationKey = "invitation"
 
 // invitation returns the agent's reusable out-of-band invitation, creating it on first use or
-// when the public endpoint changed.
+// when the public endpoint or the label changed (invitations made before stay valid).
 func (a *agent) invitation(ctx context.Context) (*outofband.Invitation, error) {
 	ns := a.cfg.Namespace + "packbot"
 	r, err := a.cfg.Records.GetRecord(ctx, ns, invitationKey)
 	if err == nil {
 		var rec invitationRecord
-		if err := json.Unmarshal(r.Value, &rec); err == nil && rec.Endpoint == a.cfg.Endpoint {
+		if err := json.Unmarshal(r.Value, &rec); err == nil && rec.Endpoint == a.cfg.Endpoint && rec.Invitation.Label == a.currentLabel() {
 			return &rec.Invitation, nil
 		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("didcomm: load invitation: %w", err)
 	}
-	inv, err := a.oob.CreateInvitation(nil, outofband.WithLabel(a.cfg.Label))
+	inv, err := a.oob.CreateInvitation(nil, outofband.WithLabel(a.currentLabel()))
 	if err != nil {
 		return nil, fmt.Errorf("didcomm: create invitation: %w", err)
 	}
@@ -129,4 +129,12 @@ func InvitationEndpoint(s string) (string, error) {
 		return "", fmt.Errorf("invitation: its service is the DID %s, which packbot cannot resolve", shortDID(svc))
 	}
 	return "", errors.New("invitation: its first service has no endpoint")
+}
+
+// currentLabel is the label invitations are made with.
+func (a *agent) currentLabel() string {
+	if l := a.label.Load(); l != nil {
+		return *l
+	}
+	return a.cfg.Label
 }

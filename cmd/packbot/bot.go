@@ -18,37 +18,39 @@ import (
 	"github.com/packbot/packbot/store/secret"
 )
 
-// newFlows builds the conversation's logic for bot b: the i18n catalog, the approvals service
-// (whose notices and badge changes go to b) and the flows engine over the pool and the model.
-func newFlows(a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, pool *mcp.Pool, om *oauth.Manager, b *bot.Bot, model *agent.Model) (*flows.Engine, *approvals.Service, error) {
-	cat, err := i18n.New(p)
-	if err != nil {
-		return nil, nil, err
-	}
+// newApprovals builds the approvals service of pack p, whose notices and badge changes go to
+// bot b.
+func newApprovals(a *app, p *packs.Pack, st store.Store, pool *mcp.Pool, b *bot.Bot) (*approvals.Service, error) {
 	sweepEvery, err := durationEnv(a, "PACKBOT_APPROVAL_SWEEP", 15*time.Second)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	acfg := approvals.Config{Store: st, Pack: p, MCP: pool, Logger: a.logger, Kick: b.Kick,
 		BadgesChanged: b.RefreshMenus, SweepEvery: sweepEvery}
 	if a.tel != nil {
 		acfg.Observer = a.tel
 	}
-	appr, err := approvals.New(acfg)
+	return approvals.New(acfg)
+}
+
+// newEngine builds the conversation's logic of pack p for bot b: the i18n catalog and the flows
+// engine over the pool, the approvals service and the model.
+func newEngine(a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, pool *mcp.Pool, om *oauth.Manager, b *bot.Bot,
+	model *agent.Model, appr *approvals.Service) (*flows.Engine, error) {
+	cat, err := i18n.New(p)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	elicitTimeout, err := durationEnv(a, "PACKBOT_ELICITATION_TIMEOUT", flows.DefaultElicitTimeout)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	d := flows.Deps{Pack: p, Catalog: cat, Store: st, MCP: pool, Model: model, Keyring: kr, Channel: b.Capabilities(), Logger: a.logger,
 		Approvals: appr, ElicitTimeout: elicitTimeout}
 	if om != nil {
 		d.OAuth = om
 	}
-	engine, err := flows.New(d)
-	return engine, appr, err
+	return flows.New(d)
 }
 
 // newModel builds the pack's LLM client; nil (and a warning) when none is configured.

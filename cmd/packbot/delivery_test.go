@@ -182,6 +182,25 @@ func newChatters(n int) []*chatter {
 	return out
 }
 
+// chatLoad runs n chatters against a (window 3, one text per 20 ms at most) until the
+// returned stop is called (or the test ends); stop returns once every chatter stopped.
+func chatLoad(ctx context.Context, t *testing.T, a *vsAgent, n int) (chats []*chatter, stop func()) {
+	chats = newChatters(n)
+	load, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, c := range chats {
+		wg.Go(func() {
+			if err := c.run(ctx, load, a, 3, 20*time.Millisecond); err != nil {
+				t.Errorf("chat %s: %v", c.label, err)
+			}
+		})
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { stopLoad(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return chats, stop
+}
+
 // answered counts the distinct answers to c's texts among msgs.
 func (c *chatter) answered(msgs []e2ePosted) int {
 	return len(slices.DeleteFunc(e2eTexts(firstPosts(msgs)), func(s string) bool { return !strings.HasPrefix(s, echo(c.label+" #")) }))

@@ -7,9 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/packbot/packbot/agent"
 	"github.com/packbot/packbot/bot"
-	"github.com/packbot/packbot/flows"
 
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/mcp/oauth"
@@ -24,7 +22,7 @@ import (
 // reads their private key files, and a key it cannot use stops serve). The pool's and the
 // manager's notices go to bot b (nil: nowhere). It does no network I/O: the pool connects when
 // it runs.
-func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, publicURL string, mux *http.ServeMux, b *bot.Bot, model *agent.Model) (*mcp.Pool, *oauth.Manager, error) {
+func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *secret.Keyring, publicURL string, mux *http.ServeMux, b *bot.Bot, sampler mcp.Sampler) (*mcp.Pool, *oauth.Manager, error) {
 	log := a.logger
 	cfg := mcp.Config{Servers: p.MCP.Servers, Logger: log, ClientName: "packbot", ClientVersion: version()}
 	if b != nil {
@@ -33,8 +31,8 @@ func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *sec
 	if a.tel != nil {
 		cfg.Observer = a.tel
 	}
-	if model != nil {
-		cfg.Sampler = flows.NewSampler(model) // only servers whose pack entry allows sampling use it
+	if sampler != nil {
+		cfg.Sampler = sampler // only servers whose pack entry allows sampling use it
 	}
 	var manager *oauth.Manager
 	if kr != nil {

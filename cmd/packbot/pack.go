@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -21,14 +20,14 @@ import (
 func newPackCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pack",
-		Short: "Check an agent pack and explain what each role may do",
+		Short: "Check an agent pack, explain what each role may do, swap it into the running bot",
 		Long: `Commands for agent packs (agent-pack.yaml).
 
 PATH is a pack file or a folder holding agent-pack.yaml, .yml or .json. Without PATH the pack
 is found as 'serve' finds it: AGENT_PACK_PATH, then ./agent-packs, then the embedded demo pack.
 ${NAME} placeholders are expanded from the environment and .env, exactly as 'serve' does.`,
 	}
-	cmd.AddCommand(newPackValidateCmd(a), newPackExplainCmd(a))
+	cmd.AddCommand(newPackValidateCmd(a), newPackExplainCmd(a), newPackApplyCmd(a), newPackStatusCmd(a))
 	return cmd
 }
 
@@ -61,19 +60,19 @@ func firstArg(args []string) string {
 
 // loadPack loads a pack and prints its problems; an invalid pack returns exitError{1}.
 func (a *app) loadPack(path string, w io.Writer) (*packs.Pack, error) {
-	p, err := packs.Load(packs.Options{Path: path, Env: a.env})
-	var inv *packs.InvalidError
-	if errors.As(err, &inv) {
-		for _, pr := range inv.Problems {
-			fmt.Fprintln(w, pr)
-		}
-		for _, pr := range inv.Warnings {
-			fmt.Fprintln(w, pr)
-		}
-		fmt.Fprintf(w, "%s: invalid: %d error(s), %d warning(s)\n", inv.Source, len(inv.Problems), len(inv.Warnings))
-		return nil, exitError{code: 1}
-	}
+	_, _, p, err := a.readPack(path, w)
 	return p, err
+}
+
+// printInvalid prints the problems of an invalid pack, one per line, and a summary.
+func printInvalid(w io.Writer, inv *packs.InvalidError) {
+	for _, pr := range inv.Problems {
+		fmt.Fprintln(w, pr)
+	}
+	for _, pr := range inv.Warnings {
+		fmt.Fprintln(w, pr)
+	}
+	fmt.Fprintf(w, "%s: invalid: %d error(s), %d warning(s)\n", inv.Source, len(inv.Problems), len(inv.Warnings))
 }
 
 func runPackValidate(a *app, path, channelKind string) error {

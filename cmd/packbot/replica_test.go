@@ -11,7 +11,6 @@ import (
 	"errors"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,17 +60,7 @@ func TestReplicas(t *testing.T) {
 	fatal(t, ana.login(ctx, "ana@acme.corp", "employee"))
 
 	// The guests chat through the round-robin balancer.
-	chats := newChatters(6)
-	load, stopLoad := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { stopLoad(); wg.Wait() }()
-	for _, c := range chats {
-		wg.Go(func() {
-			if err := c.run(ctx, load, b.agent, 3, 20*time.Millisecond); err != nil {
-				t.Errorf("chat %s: %v", c.label, err)
-			}
-		})
-	}
+	chats, stopLoad := chatLoad(ctx, t, b.agent, 6)
 
 	short := checkBadges(ctx, t, dsn, lease, holders, ana, bob, carol)
 
@@ -98,7 +87,6 @@ func TestReplicas(t *testing.T) {
 		}
 	}
 	stopLoad()
-	wg.Wait()
 
 	// Bob approves Ana's request on B: it runs once, Ana gets the result, and Carol's badge,
 	// whose replica is dead, goes: the refresh takes her connection over.

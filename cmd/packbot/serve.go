@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -64,7 +65,7 @@ With no flags and no environment it runs the embedded demo pack on SQLite under 
 
 // runServe runs until ctx is done, then shuts down and returns nil.
 func runServe(ctx context.Context, a *app, o serveOptions) error {
-	p, err := a.loadPack(o.pack, a.stderr)
+	file, data, p, err := a.readPack(o.pack, a.stderr)
 	if err != nil {
 		return err
 	}
@@ -92,8 +93,8 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	}
 	a.logger.InfoContext(ctx, "agent pack loaded", slog.String("source", p.Source), slog.String("id", p.Metadata.ID),
 		slog.Int("mcp_servers", len(p.MCP.Servers)))
-	s := &services{app: a, opts: o, pack: p, kind: kind, openChannel: open, maxBody: maxBody, secret: hookSecret,
-		eps: planEndpoints(ctx, a, o.http, kind)}
+	s := &services{app: a, opts: o, pack: p, file: file, fileData: data, kind: kind, openChannel: open, maxBody: maxBody, secret: hookSecret,
+		eps: planEndpoints(ctx, a, o.http, kind), packPoke: make(chan struct{}, 1), sampler: &samplerSwitch{}}
 	lc := &lifecycle{log: a.logger, parts: s.components()}
 	if err := lc.run(ctx, s.started); err != nil {
 		return err
@@ -112,6 +113,13 @@ type services struct {
 	maxBody     int64
 	secret      string // PACKBOT_WEBHOOK_SECRET
 	eps         endpoints
+	// file is the pack file serve was started with (fileData its content at start); packs is
+	// the version running, packPoke wakes the pack watcher (packswap.go).
+	file     packFile
+	fileData []byte
+	packs    atomic.Pointer[packState]
+	packPoke chan struct{}
+	sampler  *samplerSwitch
 
 	st        store.Store
 	scfg      storeConfig
@@ -145,6 +153,7 @@ func (s *services) components() []component {
 			stop: func(context.Context) error { s.pool.Close(); return nil }},
 		{name: "bot", provision: s.provisionBot, run: func(ctx context.Context) error { return s.bot.Run(ctx) }},
 		{name: "approvals sweeper", run: func(ctx context.Context) error { return s.approvals.Run(ctx) }},
+		{name: "pack watcher", run: s.watchPack},
 		{name: "channel " + s.kind, run: func(ctx context.Context) error { return s.ch.Run(ctx, s.bot) }},
 	}...)
 	for _, e := range s.eps.all {
@@ -162,6 +171,11 @@ func (s *services) openStore(ctx context.Context) error {
 	if s.st, s.scfg, err = s.opts.store.open(ctx, s.app); err != nil {
 		return err
 	}
+	if err := s.adoptPack(ctx, s.fileData); err != nil {
+		_ = s.st.Close()
+		return err
+	}
+	s.fileData = nil
 	if s.kr, err = checkKeyring(ctx, s.app, s.pack); err != nil {
 		_ = s.st.Close()
 		return err
@@ -192,7 +206,7 @@ func (s *services) listen(ctx context.Context) error {
 	for _, e := range s.eps.all {
 		e.mux = http.NewServeMux()
 	}
-	s.eps.admin.mux = newHTTPHandler(s.st, a.logger, a.tel)
+	s.eps.admin.mux = newHTTPHandler(s.st, a.logger, a.tel, s.packDetail)
 	return nil
 }
 
@@ -214,7 +228,7 @@ func (s *services) openWalletChannel(ctx context.Context) error {
 		m.Mount(mux)
 	}
 	s.bot, err = bot.New(bot.Config{Channel: ch, Store: s.st, Logger: a.logger, Keyring: s.kr, BeforeHandle: a.beforeHandle,
-		Observer: a.tel.Bot(s.kind)})
+		Observer: a.tel.Bot(s.kind), Notified: s.packNotified})
 	if err != nil {
 		return errors.Join(err, ch.Close()) // a failed provision is not stopped
 	}
@@ -231,17 +245,22 @@ func (s *services) openMCP(ctx context.Context) error {
 	if s.model, err = newModel(ctx, s.app, s.pack); err != nil {
 		return err
 	}
-	s.pool, s.oauth, err = openMCP(ctx, s.app, s.pack, s.st, s.kr, s.publicURL, s.eps.public.mux, s.bot, s.model)
+	s.sampler.set(s.model)
+	s.pool, s.oauth, err = openMCP(ctx, s.app, s.pack, s.st, s.kr, s.publicURL, s.eps.public.mux, s.bot, s.sampler)
 	return err
 }
 
 // provisionBot gives the bot its flows, and builds the approvals service they use.
 func (s *services) provisionBot(context.Context) error {
-	engine, appr, err := newFlows(s.app, s.pack, s.st, s.kr, s.pool, s.oauth, s.bot, s.model)
+	appr, err := newApprovals(s.app, s.pack, s.st, s.pool, s.bot)
 	if err != nil {
 		return err
 	}
-	s.bot.SetFlows(engine)
+	engine, err := newEngine(s.app, s.pack, s.st, s.kr, s.pool, s.oauth, s.bot, s.model, appr)
+	if err != nil {
+		return err
+	}
+	s.bot.SetFlows(engine, s.state().running.Version)
 	s.approvals = appr
 	return nil
 }
@@ -295,7 +314,7 @@ func printInvitation(ctx context.Context, a *app, ch channel.Inviter) error {
 // newHTTPHandler serves the operational endpoints (the admin listener's routes); on the single
 // default listener the wallet channel (the DIDComm inbound endpoint, the VS Agent webhooks) and
 // OAuth callbacks mount on the same mux.
-func newHTTPHandler(st store.Store, log *slog.Logger, tel *telemetry.Telemetry) *http.ServeMux {
+func newHTTPHandler(st store.Store, log *slog.Logger, tel *telemetry.Telemetry, detail func() string) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -314,6 +333,9 @@ func newHTTPHandler(st store.Store, log *slog.Logger, tel *telemetry.Telemetry) 
 			return
 		}
 		fmt.Fprintln(w, "ready")
+		if detail != nil {
+			fmt.Fprintln(w, detail())
+		}
 	})
 	mux.Handle("GET /metrics", tel.Handler())
 	return mux

@@ -31,7 +31,7 @@ func TestServeEmbeddedDefault(t *testing.T) {
 	if code, body := get(t, "http://"+addr+"/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/healthz %d %q", code, body)
 	}
-	if code, body := get(t, "http://"+addr+"/readyz"); code != 200 || body != "ready\n" {
+	if code, body := get(t, "http://"+addr+"/readyz"); code != 200 || !strings.HasPrefix(body, "ready\npack: v1 (sha ") {
 		t.Fatalf("/readyz %d %q", code, body)
 	}
 	if code, body := get(t, "http://"+addr+"/metrics"); code != 200 || !strings.Contains(body, `packbot_build_info{pack="packbot-demo"`) ||
@@ -99,7 +99,7 @@ func TestReadyzReportsStoreDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := newHTTPHandler(st, discardLogger(), tel)
+	mux := newHTTPHandler(st, discardLogger(), tel, nil)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	if code, _ := get(t, srv.URL+"/readyz"); code != 200 {

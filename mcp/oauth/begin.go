@@ -172,7 +172,7 @@ func (m *Manager) dropClient(ctx context.Context, c client) {
 // currentClient returns c with the pack's current secret when c is the pack's pre-registered
 // client, so that an admin can rotate the secret without every user authorizing again.
 func (m *Manager) currentClient(server string, c client) client {
-	s, ok := m.servers[server]
+	s, ok := m.oauthServer(server)
 	if !ok || !c.Preregistered || s.Authentication.ClientID != c.ID {
 		return c
 	}

@@ -263,7 +263,7 @@ func (m *Manager) remote(ctx context.Context, serverURL string) (*http.Client, n
 
 // remoteNamed returns the guarded client for requests about the pack's server named server.
 func (m *Manager) remoteNamed(ctx context.Context, server string) (*http.Client, error) {
-	s, ok := m.servers[server]
+	s, ok := m.oauthServer(server)
 	if !ok {
 		return m.guard.client(classPublic), nil
 	}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/packbot/packbot/mcp"
@@ -105,7 +106,7 @@ type Manager struct {
 	creds         store.Credentials
 	records       store.Records
 	keyring       *secret.Keyring
-	servers       map[string]packs.Server
+	servers       atomic.Pointer[map[string]packs.Server] // the oauth2 servers, swapped by SetServers
 	callbackURL   string
 	http          *http.Client
 	timeout       time.Duration
@@ -142,7 +143,6 @@ func New(cfg Config) (*Manager, error) {
 		creds:         cfg.Credentials,
 		records:       cfg.Records,
 		keyring:       cfg.Keyring,
-		servers:       make(map[string]packs.Server),
 		callbackURL:   cfg.CallbackURL,
 		http:          cfg.HTTPClient,
 		timeout:       cfg.Timeout,
@@ -167,22 +167,40 @@ func New(cfg Config) (*Manager, error) {
 	if m.pendingTTL <= 0 {
 		m.pendingTTL = DefaultPendingTTL
 	}
-	for _, s := range cfg.Servers {
+	if err := m.SetServers(cfg.Servers); err != nil {
+		return nil, fmt.Errorf("new oauth manager: %w", err)
+	}
+	return m, nil
+}
+
+// SetServers makes the oauth2 servers among servers the ones the manager signs users in to (a
+// pack swapped in); nothing changes when one is invalid. Sign-ins already begun with a server
+// that is gone fail at their callback.
+func (m *Manager) SetServers(servers []packs.Server) error {
+	next := make(map[string]packs.Server)
+	for _, s := range servers {
 		if s.Authentication == nil || s.Authentication.Mode != ModeOAuth2 {
 			continue
 		}
-		if _, dup := m.servers[s.Name]; dup {
-			return nil, fmt.Errorf("new oauth manager: server %q is listed twice", s.Name)
+		if _, dup := next[s.Name]; dup {
+			return fmt.Errorf("server %q is listed twice", s.Name)
 		}
 		if s.Transport == packs.TransportStdio {
-			return nil, fmt.Errorf("new oauth manager: server %q: OAuth needs an HTTP transport, not stdio", s.Name)
+			return fmt.Errorf("server %q: OAuth needs an HTTP transport, not stdio", s.Name)
 		}
 		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return nil, fmt.Errorf("new oauth manager: server %q: url %q is not an absolute HTTP(S) URL", s.Name, s.URL)
+			return fmt.Errorf("server %q: url %q is not an absolute HTTP(S) URL", s.Name, s.URL)
 		}
-		m.servers[s.Name] = s
+		next[s.Name] = s
 	}
-	return m, nil
+	m.servers.Store(&next)
+	return nil
+}
+
+// oauthServer returns the oauth2 server named name.
+func (m *Manager) oauthServer(name string) (packs.Server, bool) {
+	s, ok := (*m.servers.Load())[name]
+	return s, ok
 }
 
 // fillDefaults sets the defaults of the fields that [New] and [NewMachine] share, and builds
@@ -236,7 +254,7 @@ func isLoopbackIP(host string) bool {
 
 // server returns the oauth2 server named name.
 func (m *Manager) server(name string) (packs.Server, error) {
-	s, ok := m.servers[name]
+	s, ok := m.oauthServer(name)
 	if !ok {
 		return packs.Server{}, fmt.Errorf("server %q has no oauth2 authentication: %w", name, mcp.ErrUnknownServer)
 	}

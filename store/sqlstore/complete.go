@@ -28,15 +28,15 @@ const (
 		last_error = CASE WHEN $4 = '' THEN last_error ELSE $4 END,
 		done_at = $3
 	WHERE id = $1 AND connection_id = $2 AND state = ` + sqlEventPending + "\n"
-	// qPutSession replaces a session, keeping created_at when the row exists ($11 is now, $12
+	// qPutSession replaces a session, keeping created_at when the row exists ($12 is now, $13
 	// the update time).
 	qPutSession = `INSERT INTO sessions (connection_id, state, language, authenticated, identity, display_name,
-		roles, credential_expiry, flow, menu_digest, created_at, updated_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		roles, credential_expiry, flow, menu_digest, login, created_at, updated_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 	ON CONFLICT (connection_id) DO UPDATE SET state = excluded.state, language = excluded.language,
 		authenticated = excluded.authenticated, identity = excluded.identity, display_name = excluded.display_name,
 		roles = excluded.roles, credential_expiry = excluded.credential_expiry, flow = excluded.flow,
-		menu_digest = excluded.menu_digest, updated_at = excluded.updated_at`
+		menu_digest = excluded.menu_digest, login = excluded.login, updated_at = excluded.updated_at`
 	qAppendAuditAt = `INSERT INTO audit (at, identity, roles, server, tool, args_fingerprint, decision, approval_id,
 	outcome, latency_ns, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 
@@ -127,7 +127,7 @@ func (db *DB) completeSQLite(ctx context.Context, c store.Completion) (store.Com
 				return err
 			}
 			if _, err := tx.exec(ctx, qPutSession, l.ConnectionID, s.State, s.Language, s.Authenticated, s.Identity,
-				s.DisplayName, roles, millis(s.CredentialExpiry), jsonArg(s.Flow), s.MenuDigest, millis(now),
+				s.DisplayName, roles, millis(s.CredentialExpiry), jsonArg(s.Flow), s.MenuDigest, s.Login, millis(now),
 				millis(cmp.Or(s.UpdatedAt, now))); err != nil {
 				return err
 			}
@@ -204,7 +204,7 @@ func (db *DB) completePostgres(ctx context.Context, c store.Completion) (store.C
 			return store.Completed{}, err
 		}
 		stmts = append(stmts, stmt{qPutSession, []any{l.ConnectionID, s.State, s.Language, s.Authenticated, s.Identity,
-			s.DisplayName, roles, millis(s.CredentialExpiry), jsonArg(s.Flow), s.MenuDigest, millis(now),
+			s.DisplayName, roles, millis(s.CredentialExpiry), jsonArg(s.Flow), s.MenuDigest, s.Login, millis(now),
 			millis(cmp.Or(s.UpdatedAt, now))}})
 	}
 	keys, cleared := mergeMemory(c.Memory, c.ClearMemory)

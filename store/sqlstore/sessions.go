@@ -9,7 +9,7 @@ import (
 
 const (
 	sessionColumns = `connection_id, state, language, authenticated, identity, display_name, roles,
-	credential_expiry, flow, menu_digest, created_at, updated_at`
+	credential_expiry, flow, menu_digest, login, created_at, updated_at`
 	qGetSession  = `SELECT ` + sessionColumns + ` FROM sessions WHERE connection_id = $1`
 	qLockSession = qGetSession + ` FOR UPDATE`
 	// qEnsureSession inserts a placeholder row (created_at 0) so that there is a row to lock even
@@ -17,11 +17,13 @@ const (
 	qEnsureSession = `INSERT INTO sessions (connection_id, created_at, updated_at) VALUES ($1, 0, 0)
 	ON CONFLICT DO NOTHING`
 	qUpdateSession = `UPDATE sessions SET state = $2, language = $3, authenticated = $4, identity = $5,
-	display_name = $6, roles = $7, credential_expiry = $8, flow = $9, menu_digest = $10, created_at = $11,
-	updated_at = $12 WHERE connection_id = $1 RETURNING ` + sessionColumns
+	display_name = $6, roles = $7, credential_expiry = $8, flow = $9, menu_digest = $10, login = $11,
+	created_at = $12, updated_at = $13 WHERE connection_id = $1 RETURNING ` + sessionColumns
 	qDeleteSession      = `DELETE FROM sessions WHERE connection_id = $1`
 	qSessionsByIdentity = `SELECT ` + sessionColumns + ` FROM sessions
 	WHERE identity = $1 AND authenticated ORDER BY updated_at DESC, connection_id`
+	qListSessions = `SELECT ` + sessionColumns + ` FROM sessions
+	WHERE connection_id > $1 AND updated_at >= $2 AND created_at > 0 ORDER BY connection_id LIMIT $3`
 )
 
 // GetSession returns the session of a connection, or store.ErrNotFound.
@@ -63,7 +65,7 @@ func (db *DB) UpdateSession(ctx context.Context, connectionID string, update fun
 		}
 		out, err = scanSession(c.queryRow(ctx, qUpdateSession, connectionID, s.State, s.Language,
 			s.Authenticated, s.Identity, s.DisplayName, roles, millis(s.CredentialExpiry), jsonArg(s.Flow),
-			s.MenuDigest, millis(created), millis(now)))
+			s.MenuDigest, s.Login, millis(created), millis(now)))
 		return err
 	})
 	if err != nil {
@@ -89,6 +91,18 @@ func (db *DB) SessionsByIdentity(ctx context.Context, identity string) ([]store.
 	return ss, nil
 }
 
+// ListSessions pages through the sessions in connection id order.
+func (db *DB) ListSessions(ctx context.Context, q store.SessionQuery) ([]store.Session, error) {
+	if q.Limit <= 0 {
+		q.Limit = 1000
+	}
+	ss, err := query(ctx, db.conn(), scanSession, qListSessions, q.After, millis(q.UpdatedSince), q.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions after %q: %w", q.After, err)
+	}
+	return ss, nil
+}
+
 func scanSession(r scanner) (store.Session, error) {
 	var (
 		s                       store.Session
@@ -96,7 +110,7 @@ func scanSession(r scanner) (store.Session, error) {
 		expiry, created, update int64
 	)
 	err := r.Scan(&s.ConnectionID, &s.State, &s.Language, &s.Authenticated, &s.Identity,
-		&s.DisplayName, &roles, &expiry, &flow, &s.MenuDigest, &created, &update)
+		&s.DisplayName, &roles, &expiry, &flow, &s.MenuDigest, &s.Login, &created, &update)
 	if err != nil {
 		return store.Session{}, err
 	}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ var sessionTests = []test{
 	{"UpdateErrorAborts", testUpdateSessionErrorAborts},
 	{"Delete", testDeleteSession},
 	{"ByIdentity", testSessionsByIdentity},
+	{"List", testListSessions},
 }
 
 func fullSession(id string) store.Session {
@@ -27,7 +29,8 @@ func fullSession(id string) store.Session {
 		Roles:            []string{"admin", "user"},
 		CredentialExpiry: t0.Add(time.Hour),
 		// Not normalized JSON: the store must keep it byte for byte.
-		Flow: []byte(`{"server":"github", "field":"token","n":[1, 2]}`),
+		Flow:  []byte(`{"server":"github", "field":"token","n":[1, 2]}`),
+		Login: "login-digest",
 	}
 }
 
@@ -140,4 +143,35 @@ func testSessionsByIdentity(t *testing.T, s store.Store) {
 	none, err := s.SessionsByIdentity(t.Context(), "carol")
 	check(t, err)
 	wantEqual(t, "sessions of an unknown identity", len(none), 0)
+}
+
+// testListSessions: ListSessions pages through every session in connection id order, and keeps
+// the recently updated ones only when asked.
+func testListSessions(t *testing.T, s store.Store) {
+	for _, id := range []string{"c3", "c1", "c4", "c2"} {
+		putSession(t, s, fullSession(id))
+	}
+	var seen []string
+	q := store.SessionQuery{Limit: 3}
+	for {
+		page, err := s.ListSessions(t.Context(), q)
+		check(t, err)
+		for _, ss := range page {
+			seen = append(seen, ss.ConnectionID)
+			wantEqual(t, "listed login", ss.Login, "login-digest")
+		}
+		if len(page) < q.Limit {
+			break
+		}
+		q.After = page[len(page)-1].ConnectionID
+	}
+	wantEqual(t, "pages", strings.Join(seen, ","), "c1,c2,c3,c4")
+	latest, err := s.GetSession(t.Context(), "c2")
+	check(t, err)
+	recent, err := s.ListSessions(t.Context(), store.SessionQuery{UpdatedSince: latest.UpdatedAt.Add(time.Hour)})
+	check(t, err)
+	wantEqual(t, "sessions updated after the last write", len(recent), 0)
+	all, err := s.ListSessions(t.Context(), store.SessionQuery{UpdatedSince: latest.UpdatedAt.Add(-time.Hour)})
+	check(t, err)
+	wantEqual(t, "sessions updated in the last hour", len(all), 4)
 }
