@@ -59,10 +59,12 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 		herr error
 	)
 	j := &journal{b: b, w: w, it: it}
-	if it.pack > b.PackVersion() {
+	if it.pack > b.PackVersion() && it.waits < maxPackWaits {
 		// A pack another replica switched to and this one not yet (its notification is on the
-		// way, or this replica refused the pack: then the event waits until it runs it).
-		w.log.InfoContext(ctx, "refresh for a pack this replica does not run yet", slog.Int64("pack", it.pack))
+		// way): the refresh waits for it, a while (about 15 s). A replica that refused the pack
+		// then refreshes with the one it runs; the connection's later events do not wait.
+		it.waits++
+		w.log.InfoContext(ctx, "refresh for a pack this replica does not run yet", slog.Int64("pack", it.pack), slog.Int("waits", it.waits))
 		b.stats.Retries.Add(1)
 		return outcomeRetry
 	}
@@ -337,6 +339,10 @@ func menuDigest(m channel.Menu) string {
 	h := sha256.Sum256(raw)
 	return hex.EncodeToString(h[:12])
 }
+
+// maxPackWaits bounds how many times a pack swap's refresh waits for this replica to run its
+// pack (the worker's retry backoff: about 15 s in all).
+const maxPackWaits = 8
 
 // kindOut is the outbox kind of a message to one connection (a [channel.Outbound]).
 const kindOut = "out"

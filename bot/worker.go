@@ -26,8 +26,10 @@ type item struct {
 	parked bool
 	// trace is the trace context of the event's acceptance ("" for none).
 	trace string
-	// pack is the pack version of a refresh made for a pack swap (0: none).
-	pack int64
+	// pack is the pack version of a refresh made for a pack swap (0: none); waits counts the
+	// times it was put off because this replica did not run that version yet.
+	pack  int64
+	waits int
 }
 
 // worker handles the events of one connection, one at a time and in inbox order, while this

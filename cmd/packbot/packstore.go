@@ -179,3 +179,22 @@ func replicas(ctx context.Context, st store.Records, since time.Time) ([]replica
 	}
 	return out, nil
 }
+
+// pruneReplicas deletes the records of replicas not seen since before (they were killed: a
+// clean stop deletes its own).
+func pruneReplicas(ctx context.Context, st store.Records, before time.Time) error {
+	rs, err := st.QueryRecords(ctx, replicaNamespace)
+	if err != nil {
+		return fmt.Errorf("list replicas: %w", err)
+	}
+	for _, r := range rs {
+		var s replicaStatus
+		if json.Unmarshal(r.Value, &s) == nil && !s.Seen.Before(before) {
+			continue
+		}
+		if err := st.DeleteRecord(ctx, replicaNamespace, r.Key); err != nil {
+			return fmt.Errorf("forget replica %s: %w", r.Key, err)
+		}
+	}
+	return nil
+}

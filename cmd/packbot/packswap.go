@@ -149,6 +149,9 @@ func (s *services) watchPack(ctx context.Context) error {
 	defer seen.Stop()
 	s.report(ctx)
 	defer s.forgetReplica()
+	if err := pruneReplicas(ctx, s.st, time.Now().Add(-24*time.Hour)); err != nil && ctx.Err() == nil {
+		s.app.logger.WarnContext(ctx, "pack watcher", slog.Any("err", err))
+	}
 	for {
 		select {
 		case <-ctx.Done():
