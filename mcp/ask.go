@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -63,7 +64,11 @@ func (c *conn) elicit(ctx context.Context, req *mcpsdk.ElicitRequest) (*mcpsdk.E
 			slog.Int("calls_in_flight", n), slog.Bool("asker", lc != nil && lc.asker != nil))
 		return &mcpsdk.ElicitResult{Action: ActionDecline}, nil
 	}
-	p := req.Params
+	return c.elicitFor(ctx, lc, req.Params)
+}
+
+// elicitFor asks the person call lc is made for what p asks.
+func (c *conn) elicitFor(ctx context.Context, lc *liveCall, p *mcpsdk.ElicitParams) (*mcpsdk.ElicitResult, error) {
 	e := Elicitation{Server: c.srv.Name, Tool: lc.tool, Mode: p.Mode, Message: clip(p.Message, maxElicitMessage)}
 	if e.Mode == "" {
 		e.Mode = ElicitForm
@@ -218,4 +223,37 @@ func (t *callTimer) stop() {
 	defer t.mu.Unlock()
 	t.done = true
 	t.t.Stop()
+}
+
+// urlRequired handles a server's answer "URL elicitation required" (-32042) to call lc: the
+// tool did not run; each URL the answer names is shown to the person the call is made for, as
+// a URL elicitation of the call, and once every one is done (accepted, and completed when the
+// server says so) the call is made again, once (retry nil: it is not, and the answer stands).
+// A person who declines or cancels gets the tool's failure, which says so.
+func (c *conn) urlRequired(ctx context.Context, lc *liveCall, rpcErr *jsonrpc.Error, retry func() (Result, error)) (Result, error) {
+	var data struct {
+		Elicitations []*mcpsdk.ElicitParams `json:"elicitations"`
+	}
+	if len(rpcErr.Data) > 0 {
+		if err := json.Unmarshal(rpcErr.Data, &data); err != nil {
+			return Result{}, &ProtocolError{Code: rpcErr.Code, Message: "URL elicitation required, with unreadable data: " + err.Error()}
+		}
+	}
+	if len(data.Elicitations) == 0 || retry == nil || lc.asker == nil {
+		return Result{}, &ProtocolError{Code: rpcErr.Code, Message: clip(rpcErr.Message, maxElicitMessage)}
+	}
+	for _, p := range data.Elicitations {
+		if p == nil || (p.Mode != "" && p.Mode != ElicitURL) || p.URL == "" {
+			return Result{}, &ProtocolError{Code: rpcErr.Code, Message: "URL elicitation required, naming something else than a URL"}
+		}
+		p.Mode = ElicitURL
+		res, err := c.elicitFor(ctx, lc, p)
+		if err != nil {
+			return Result{}, fmt.Errorf("URL elicitation required: %w", err)
+		}
+		if res.Action != ActionAccept {
+			return Result{IsError: true, Text: "the user did not open " + p.URL + " (" + res.Action + "), which the server requires before this tool runs"}, nil
+		}
+	}
+	return retry()
 }

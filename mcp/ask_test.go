@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,12 +29,16 @@ type testAsker struct {
 	progress []mcp.Progress
 	sampled  []string
 	onProg   func()
+	onElicit func() // called before answering (the person opens the URL)
 }
 
 func (a *testAsker) Elicit(ctx context.Context, e mcp.Elicitation) (mcp.ElicitResult, error) {
 	a.mu.Lock()
 	a.elicited = append(a.elicited, e)
 	a.mu.Unlock()
+	if a.onElicit != nil {
+		a.onElicit()
+	}
 	if a.release != nil {
 		select {
 		case <-a.release:
@@ -178,5 +183,51 @@ func TestSampling(t *testing.T) {
 	}
 	if len(sm.got) != 1 || sm.got[0].MaxTokens != 100 || sm.got[0].Messages[0].Text != "summarise" || len(a.sampled) != 1 {
 		t.Fatalf("sampler saw %+v, asker %v", sm.got, a.sampled)
+	}
+}
+
+// gatedServer serves "gated", which answers "URL elicitation required" (-32042) until granted
+// is set (the person opened the URL), runs then, and counts the calls that ran.
+func gatedServer(granted *atomic.Bool, ran *atomic.Int64) func() *mcpsdk.Server {
+	return func() *mcpsdk.Server {
+		s := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "gated", Version: "1"}, nil)
+		s.AddTool(&mcpsdk.Tool{Name: "gated", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+			if !granted.Swap(false) {
+				return nil, mcpsdk.URLElicitationRequiredError([]*mcpsdk.ElicitParams{{Mode: "url", ElicitationID: "e1",
+					URL: "https://consent.example/grant", Message: "Grant access first"}})
+			}
+			ran.Add(1)
+			return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "done"}}}, nil
+		})
+		return s
+	}
+}
+
+// TestURLElicitationRequired: a call the server answers -32042 did not run; the URL it names
+// reaches the call's asker, and once the person accepted, the call is made again and runs once.
+// A person who declines gets a tool failure and nothing runs; without an asker the server's
+// answer is a protocol error.
+func TestURLElicitationRequired(t *testing.T) {
+	var granted atomic.Bool
+	var ran atomic.Int64
+	hs := serveHTTP(t, gatedServer(&granted, &ran), nil)
+	p := newPool(t, mcp.Config{Servers: []packs.Server{httpServerDef("gated", packs.TransportStreamableHTTP, hs.url("/mcp"))}})
+	a := &testAsker{answer: mcp.ElicitResult{Action: mcp.ActionAccept}, onElicit: func() { granted.Store(true) }}
+	res, err := p.Call(mcp.WithAsker(t.Context(), a), mcp.Call{Server: "gated", Tool: "gated"})
+	if err != nil || res.IsError || res.Text != "done" || ran.Load() != 1 {
+		t.Fatalf("accepted: %+v, %v, ran %d", res, err, ran.Load())
+	}
+	if len(a.elicited) != 1 || a.elicited[0].Mode != mcp.ElicitURL || a.elicited[0].URL != "https://consent.example/grant" ||
+		a.elicited[0].Tool != "gated" || a.elicited[0].Message != "Grant access first" {
+		t.Fatalf("elicited %+v", a.elicited)
+	}
+	decline := &testAsker{answer: mcp.ElicitResult{Action: mcp.ActionDecline}}
+	res, err = p.Call(mcp.WithAsker(t.Context(), decline), mcp.Call{Server: "gated", Tool: "gated"})
+	if err != nil || !res.IsError || !strings.Contains(res.Text, "did not open") || ran.Load() != 1 {
+		t.Fatalf("declined: %+v, %v, ran %d", res, err, ran.Load())
+	}
+	var perr *mcp.ProtocolError
+	if _, err = p.Call(t.Context(), mcp.Call{Server: "gated", Tool: "gated"}); !errors.As(err, &perr) || perr.Code != -32042 || ran.Load() != 1 {
+		t.Fatalf("without an asker: %v, ran %d", err, ran.Load())
 	}
 }

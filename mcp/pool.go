@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/packbot/packbot/packs"
@@ -458,6 +459,13 @@ func (p *Pool) callOnce(ctx context.Context, ent *entry, call Call, args json.Ra
 	out, err := sess.CallTool(cctx, params)
 	if err == nil {
 		return toResult(out), nil
+	}
+	if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) && rpcErr.Code == mcpsdk.CodeURLElicitationRequired {
+		var retry func() (Result, error)
+		if mayRetry {
+			retry = func() (Result, error) { return p.callOnce(ctx, ent, call, args, false) }
+		}
+		return c.urlRequired(cctx, lc, rpcErr, retry)
 	}
 	err = classify(cctx, err, &c.obs)
 	var perr *ProtocolError
