@@ -136,14 +136,10 @@ func (s *services) adoptPack(ctx context.Context, data []byte) error {
 
 // watchPack is the pack watcher: it runs until ctx is done.
 func (s *services) watchPack(ctx context.Context) error {
-	every, err := durationEnv(s.app, envPackWatch, 2*time.Second)
-	if err != nil {
-		return err
-	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	tick := time.NewTicker(every)
+	tick := time.NewTicker(s.packWatch)
 	defer tick.Stop()
 	seen := time.NewTicker(replicaSeenEvery)
 	defer seen.Stop()

@@ -88,13 +88,17 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	packWatch, err := durationEnv(a, envPackWatch, 2*time.Second)
+	if err != nil {
+		return err
+	}
 	if hookSecret != "" && kind != "vsagent" {
 		a.logger.WarnContext(ctx, envWebhookSecret+" is ignored: the "+kind+" channel receives no webhooks")
 	}
 	a.logger.InfoContext(ctx, "agent pack loaded", slog.String("source", p.Source), slog.String("id", p.Metadata.ID),
 		slog.Int("mcp_servers", len(p.MCP.Servers)))
 	s := &services{app: a, opts: o, pack: p, file: file, fileData: data, kind: kind, openChannel: open, maxBody: maxBody, secret: hookSecret,
-		eps: planEndpoints(ctx, a, o.http, kind), packPoke: make(chan struct{}, 1), sampler: &samplerSwitch{}}
+		eps: planEndpoints(ctx, a, o.http, kind), packPoke: make(chan struct{}, 1), packWatch: packWatch, sampler: &samplerSwitch{}}
 	lc := &lifecycle{log: a.logger, parts: s.components()}
 	if err := lc.run(ctx, s.started); err != nil {
 		return err
@@ -115,11 +119,12 @@ type services struct {
 	eps         endpoints
 	// file is the pack file serve was started with (fileData its content at start); packs is
 	// the version running, packPoke wakes the pack watcher (packswap.go).
-	file     packFile
-	fileData []byte
-	packs    atomic.Pointer[packState]
-	packPoke chan struct{}
-	sampler  *samplerSwitch
+	file      packFile
+	fileData  []byte
+	packs     atomic.Pointer[packState]
+	packPoke  chan struct{}
+	packWatch time.Duration // PACKBOT_PACK_WATCH
+	sampler   *samplerSwitch
 
 	st        store.Store
 	scfg      storeConfig

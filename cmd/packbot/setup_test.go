@@ -33,6 +33,8 @@ func TestServeRefusesMalformedSettings(t *testing.T) {
 			[]string{"PACKBOT_APPROVAL_SWEEP", "want a positive duration such as 15s"}},
 		{"elicitation timeout", map[string]string{"PACKBOT_ELICITATION_TIMEOUT": "-5s"},
 			[]string{"PACKBOT_ELICITATION_TIMEOUT", "want a positive duration"}},
+		{"pack watch", map[string]string{"PACKBOT_PACK_WATCH": "often"},
+			[]string{"PACKBOT_PACK_WATCH", "want a positive duration"}},
 		{"body limit", map[string]string{"PACKBOT_MAX_BODY_BYTES": "lots"},
 			[]string{"PACKBOT_MAX_BODY_BYTES", "positive number of bytes"}},
 		{"channel", map[string]string{"PACKBOT_CHANNEL": "carrier-pigeon"},
