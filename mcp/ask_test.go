@@ -197,14 +197,21 @@ func gatedServer(granted *atomic.Bool, ran *atomic.Int64) func() *mcpsdk.Server 
 					URL: "https://consent.example/grant", Message: "Grant access first"}})
 			}
 			ran.Add(1)
-			return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "done"}}}, nil
+			// As server-everything does: the retried call asks its own question.
+			res, err := req.Session.Elicit(ctx, &mcpsdk.ElicitParams{Mode: "url", ElicitationID: "e2", URL: "https://consent.example/confirm",
+				Message: "Confirm"})
+			if err != nil {
+				return nil, err
+			}
+			return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "done:" + res.Action}}}, nil
 		})
 		return s
 	}
 }
 
 // TestURLElicitationRequired: a call the server answers -32042 did not run; the URL it names
-// reaches the call's asker, and once the person accepted, the call is made again and runs once.
+// reaches the call's asker, and once the person accepted, the call is made again and runs once
+// (what the server asks during the retry reaches the asker too).
 // A person who declines gets a tool failure and nothing runs; without an asker the server's
 // answer is a protocol error.
 func TestURLElicitationRequired(t *testing.T) {
@@ -214,13 +221,14 @@ func TestURLElicitationRequired(t *testing.T) {
 	p := newPool(t, mcp.Config{Servers: []packs.Server{httpServerDef("gated", packs.TransportStreamableHTTP, hs.url("/mcp"))}})
 	a := &testAsker{answer: mcp.ElicitResult{Action: mcp.ActionAccept}, onElicit: func() { granted.Store(true) }}
 	res, err := p.Call(mcp.WithAsker(t.Context(), a), mcp.Call{Server: "gated", Tool: "gated"})
-	if err != nil || res.IsError || res.Text != "done" || ran.Load() != 1 {
+	if err != nil || res.IsError || res.Text != "done:accept" || ran.Load() != 1 {
 		t.Fatalf("accepted: %+v, %v, ran %d", res, err, ran.Load())
 	}
-	if len(a.elicited) != 1 || a.elicited[0].Mode != mcp.ElicitURL || a.elicited[0].URL != "https://consent.example/grant" ||
-		a.elicited[0].Tool != "gated" || a.elicited[0].Message != "Grant access first" {
+	if len(a.elicited) != 2 || a.elicited[0].Mode != mcp.ElicitURL || a.elicited[0].URL != "https://consent.example/grant" ||
+		a.elicited[0].Tool != "gated" || a.elicited[0].Message != "Grant access first" || a.elicited[1].URL != "https://consent.example/confirm" {
 		t.Fatalf("elicited %+v", a.elicited)
 	}
+	granted.Store(false) // the asker granted on the retry's question too
 	decline := &testAsker{answer: mcp.ElicitResult{Action: mcp.ActionDecline}}
 	res, err = p.Call(mcp.WithAsker(t.Context(), decline), mcp.Call{Server: "gated", Tool: "gated"})
 	if err != nil || !res.IsError || !strings.Contains(res.Text, "did not open") || ran.Load() != 1 {

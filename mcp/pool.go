@@ -452,7 +452,8 @@ func (p *Pool) callOnce(ctx context.Context, ent *entry, call Call, args json.Ra
 	timer := startCallTimer(c.timeout(), func() { cancel(context.DeadlineExceeded) })
 	defer timer.stop()
 	lc := &liveCall{ctx: cctx, tool: call.Tool, token: "packbot-" + strconv.FormatUint(p.tokens.Add(1), 10), asker: askerFrom(ctx), timer: timer}
-	defer c.track(lc)()
+	untrack := c.track(lc)
+	defer untrack()
 	cctx, delivered := withDelivery(cctx)
 	params := &mcpsdk.CallToolParams{Name: call.Tool, Arguments: args}
 	params.SetProgressToken(lc.token)
@@ -463,7 +464,12 @@ func (p *Pool) callOnce(ctx context.Context, ent *entry, call Call, args json.Ra
 	if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) && rpcErr.Code == mcpsdk.CodeURLElicitationRequired {
 		var retry func() (Result, error)
 		if mayRetry {
-			retry = func() (Result, error) { return p.callOnce(ctx, ent, call, args, false) }
+			retry = func() (Result, error) {
+				// This call is over: what the server asks during the retry is the retry's.
+				untrack()
+				timer.stop()
+				return p.callOnce(ctx, ent, call, args, false)
+			}
 		}
 		return c.urlRequired(cctx, lc, rpcErr, retry)
 	}

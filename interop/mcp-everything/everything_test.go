@@ -344,24 +344,30 @@ func checkAsked(t *testing.T, a *asker, sampled []mcp.SampleRequest, server, too
 
 // testURLElicitationRequired calls trigger-url-elicitation on its error path: the server
 // answers the call with JSON-RPC error -32042 (URLElicitationRequired), whose data holds a
-// prerequisite URL elicitation for the client to complete before retrying. The go-sdk has a
-// middleware that would do so with the elicitation handler, but v1.8.0 does not export it and
-// packbot does not install one, so the call fails; the person is never shown the URL.
+// prerequisite URL elicitation. packbot shows the person that URL, and once they accepted it
+// makes the call again, once; server-everything recognises the retry and asks, during it, for
+// the URL the call named (its request path), which reaches the same person.
 func testURLElicitationRequired(ctx context.Context, t *testing.T, p *mcp.Pool, server string) {
 	a := &asker{}
 	args := `{"url":"https://example.com/consent","elicitationId":"packbot-interop-2","errorPath":true}`
 	res, err := p.Call(mcp.WithAsker(ctx, a), mcp.Call{Server: server, Tool: "trigger-url-elicitation", Arguments: json.RawMessage(args)})
-	var perr *mcp.ProtocolError
-	if !errors.As(err, &perr) || perr.Code != -32042 || !errors.Is(err, mcp.ErrProtocol) || mcp.Classify(err) != "protocol error" {
-		t.Fatalf("call with errorPath: %+v, %v; want a protocol error with JSON-RPC code -32042", res, err)
+	if err != nil || res.IsError || !strings.Contains(res.Text, "User completed the URL elicitation flow") {
+		t.Fatalf("call with errorPath: %+v, %v; want the retried call's result", res, err)
 	}
-	t.Logf("trigger-url-elicitation with errorPath: %v (Classify: %q)", err, mcp.Classify(err))
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.elicited) != 0 {
-		t.Errorf("the asker was asked %+v: packbot now handles URLElicitationRequired; assert the retried call's result instead", a.elicited)
+	if len(a.elicited) != 2 || a.elicited[0].Mode != mcp.ElicitURL || a.elicited[0].URL != "https://modelcontextprotocol.io" ||
+		a.elicited[1].Mode != mcp.ElicitURL || a.elicited[1].URL != "https://example.com/consent" || a.elicited[1].ID != "packbot-interop-2" {
+		t.Fatalf("the asker was asked %+v; want the prerequisite URL, then the call's", a.elicited)
 	}
-	// The session survives a protocol error: the next call works.
+	// Without anyone to ask, the server's answer stands as a protocol error, and the session
+	// survives it.
+	_, err = p.Call(ctx, mcp.Call{Server: server, Tool: "trigger-url-elicitation",
+		Arguments: json.RawMessage(`{"url":"https://example.com/other","elicitationId":"packbot-interop-3","errorPath":true}`)})
+	var perr *mcp.ProtocolError
+	if !errors.As(err, &perr) || perr.Code != -32042 || !errors.Is(err, mcp.ErrProtocol) || mcp.Classify(err) != "protocol error" {
+		t.Fatalf("call with errorPath and no asker: %v; want a protocol error with JSON-RPC code -32042", err)
+	}
 	if res, err := p.Call(ctx, mcp.Call{Server: server, Tool: "get-sum", Arguments: json.RawMessage(`{"a":1,"b":1}`)}); err != nil || res.IsError {
 		t.Errorf("call after the -32042 error: %+v, %v", res, err)
 	}
