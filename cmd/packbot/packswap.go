@@ -154,10 +154,10 @@ func (s *services) watchPack(ctx context.Context) error {
 			return nil
 		case <-hup:
 			s.app.logger.InfoContext(ctx, "SIGHUP: reading the pack file again", slog.String("file", s.file.source))
-			s.checkFile(ctx, true)
+			s.checkFile(ctx)
 			s.checkApplied(ctx)
 		case <-tick.C:
-			s.checkFile(ctx, false)
+			s.checkFile(ctx)
 			s.checkApplied(ctx)
 		case <-s.packPoke:
 			s.checkApplied(ctx)
@@ -178,9 +178,9 @@ func (s *services) packNotified(n store.Notification) {
 	}
 }
 
-// checkFile applies the pack file when it changed since it was last read (or, with force, when
-// it is not the pack in force); an invalid file is refused once per content.
-func (s *services) checkFile(ctx context.Context, force bool) {
+// checkFile applies the pack file when it changed since it was last read; an invalid file is
+// refused once per content.
+func (s *services) checkFile(ctx context.Context) {
 	a := s.app
 	if !s.file.watched() {
 		return
@@ -191,7 +191,7 @@ func (s *services) checkFile(ctx context.Context, force bool) {
 		return
 	}
 	digest := packDigest(data)
-	if digest == s.file.digest && (!force || digest == s.state().running.Digest) {
+	if digest == s.file.digest {
 		return
 	}
 	s.file.digest, s.file.source = digest, source
