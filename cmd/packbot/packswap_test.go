@@ -115,7 +115,8 @@ func swapPackB() string {
 		"displayName: E2E Approvals Bank", "displayName: Swapped Bank",
 		`greetingMessage: "Hello {userName}! I am the approvals bank."`, `greetingMessage: "Hello {userName}! I am the swapped bank."
     strings:
-      ROOT_TITLE: "Swapped menu"`,
+      ROOT_TITLE: "Swapped menu"
+      TOOLS_HEADER: "Tools of the swapped bank:"`,
 		"employee: [get_exchange_rate]", "employee: [get_exchange_rate, get_balances]",
 		`    - name: legacy
       transport: streamable-http
@@ -250,7 +251,8 @@ func testPackSwap(t *testing.T, replicas int, storeEnv map[string]string) {
 			t.Fatalf("%s: no menu of pack B: %v", u.name, err)
 		}
 	}
-	if list := toolsOf(ana); strings.Contains(list, "list_recipients") || !strings.Contains(list, "get_balances") {
+	if list := toolsOf(ana); strings.Contains(list, "list_recipients") || !strings.Contains(list, "get_balances") ||
+		!strings.HasPrefix(list, "Tools of the swapped bank:") {
 		t.Fatalf("pack B tools: %q", list)
 	}
 	wantSessions("bank after (kept: not reconnected)", bank, n, 0)
