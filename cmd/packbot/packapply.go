@@ -90,10 +90,14 @@ func runPackApply(ctx context.Context, a *app, path string, o applyOptions) erro
 	} else {
 		fmt.Fprintf(a.stdout, "%s: applied as %s\n", source, v.label())
 	}
-	if o.wait <= 0 {
-		return nil
+	if o.wait > 0 {
+		return waitReplicas(ctx, a, st, v, o.wait)
 	}
-	return waitReplicas(ctx, a, st, v, o.wait)
+	if rs, err := replicas(ctx, st, time.Now().Add(-replicaLive)); err == nil && len(rs) == 0 {
+		// A mistyped --data-dir or DATABASE_URL makes a new store: say that nobody runs on it.
+		fmt.Fprintf(a.stdout, "note: no serve runs on this store (none said what it runs in the last %s): the next one started on it takes this pack\n", replicaLive)
+	}
+	return nil
 }
 
 // waitReplicas waits until every live replica runs v (or refused it), then prints them.

@@ -340,8 +340,14 @@ func TestPackFileWatch(t *testing.T) {
 	hup()
 	runs("v2", "", "Second")
 
-	if code, out, errOut := cli(t, cliEnv, "pack", "apply", other); code != 0 || !strings.Contains(out, "applied as v3") {
+	if code, out, errOut := cli(t, cliEnv, "pack", "apply", other); code != 0 || !strings.Contains(out, "applied as v3") ||
+		strings.Contains(out, "no serve runs") {
 		t.Fatalf("pack apply: exit %d\n%s%s", code, out, errOut)
+	}
+	// A store nobody serves on (a mistyped --data-dir) is said to be one.
+	if code, out, _ := cli(t, map[string]string{"PACKBOT_DATA_DIR": t.TempDir()}, "pack", "apply", other); code != 0 ||
+		!strings.Contains(out, "applied as v1") || !strings.Contains(out, "note: no serve runs on this store") {
+		t.Fatalf("pack apply to an empty store: exit %d\n%s", code, out)
 	}
 	hup() // the file is unchanged: the applied pack is taken
 	runs("v3", "", "Applied")
