@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/store"
 )
 
@@ -154,7 +155,7 @@ func (db *DB) AcceptEvent(ctx context.Context, a store.Accept) (store.Accepted, 
 	}
 	if a.Holder != "" {
 		if err := checkLeaseArgs(e.ConnectionID, a.Holder, a.TTL); err != nil {
-			return store.Accepted{}, fmt.Errorf("accept event %s/%s: %w", e.ConnectionID, e.Key, err)
+			return store.Accepted{}, fmt.Errorf("accept event %s/%s: %w", logid.Conn(e.ConnectionID), e.Key, err)
 		}
 	}
 	if e.Key == "" {
@@ -169,7 +170,7 @@ func (db *DB) AcceptEvent(ctx context.Context, a store.Accept) (store.Accepted, 
 		out, err = db.acceptSQLite(ctx, a)
 	}
 	if err != nil {
-		return store.Accepted{}, fmt.Errorf("accept event %s/%s: %w", e.ConnectionID, e.Key, err)
+		return store.Accepted{}, fmt.Errorf("accept event %s/%s: %w", logid.Conn(e.ConnectionID), e.Key, err)
 	}
 	return out, nil
 }
@@ -212,12 +213,12 @@ func (db *DB) acceptSQLite(ctx context.Context, a store.Accept) (store.Accepted,
 // dead holder or by holder itself (a new epoch), in one statement.
 func (db *DB) TakeLease(ctx context.Context, conn, holder string, ttl time.Duration, now time.Time) (store.Lease, bool, error) {
 	if err := checkLeaseArgs(conn, holder, ttl); err != nil {
-		return store.Lease{}, false, fmt.Errorf("take lease of %s for %s: %w", conn, holder, err)
+		return store.Lease{}, false, fmt.Errorf("take lease of %s for %s: %w", logid.Conn(conn), holder, err)
 	}
 	now = db.clock(now)
 	l, err := scanLease(conn, db.conn().queryRow(ctx, qTakeLeaseFull, conn, holder, millis(now.Add(ttl)), millis(now)))
 	if err != nil {
-		return store.Lease{}, false, fmt.Errorf("take lease of %s for %s: %w", conn, holder, err)
+		return store.Lease{}, false, fmt.Errorf("take lease of %s for %s: %w", logid.Conn(conn), holder, err)
 	}
 	return l, l.Holder == holder, nil
 }
@@ -277,7 +278,7 @@ func (db *DB) ReleaseLease(ctx context.Context, l store.Lease, now time.Time) (b
 		})
 	}
 	if err != nil {
-		return false, fmt.Errorf("release lease of %s (%s, epoch %d): %w", l.ConnectionID, l.Holder, l.Epoch, err)
+		return false, fmt.Errorf("release lease of %s (%s, epoch %d): %w", logid.Conn(l.ConnectionID), l.Holder, l.Epoch, err)
 	}
 	return released, nil
 }
@@ -303,7 +304,7 @@ func (db *DB) fenceFailed(ctx context.Context, id int64, l store.Lease) error {
 	case !held:
 		return fmt.Errorf("%w (%s, epoch %d)", store.ErrLeaseLost, l.Holder, l.Epoch)
 	}
-	return fmt.Errorf("no pending event %d of connection %s: %w", id, l.ConnectionID, store.ErrNotFound)
+	return fmt.Errorf("no pending event %d of connection %s: %w", id, logid.Conn(l.ConnectionID), store.ErrNotFound)
 }
 
 // PendingEvents returns pending events of conn after the id after, in id order.
@@ -313,7 +314,7 @@ func (db *DB) PendingEvents(ctx context.Context, conn string, after int64, limit
 	}
 	es, err := query(ctx, db.conn(), scanEvent, qPendingEvents, conn, after, limit)
 	if err != nil {
-		return nil, fmt.Errorf("pending events of %s: %w", conn, err)
+		return nil, fmt.Errorf("pending events of %s: %w", logid.Conn(conn), err)
 	}
 	return es, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/store"
 )
 
@@ -53,7 +54,7 @@ func (db *DB) EnqueueOutbox(ctx context.Context, m store.OutboxMessage) (int64, 
 	err := db.conn().queryRow(ctx, qEnqueueOutbox, m.Identity, m.ConnectionID, m.Kind, jsonArg(m.Payload),
 		millis(created), millis(next), m.Attempts, m.LastError).Scan(&id)
 	if err != nil {
-		return 0, fmt.Errorf("enqueue outbox %s for %q/%q: %w", m.Kind, m.Identity, m.ConnectionID, err)
+		return 0, fmt.Errorf("enqueue outbox %s for %q/%q: %w", m.Kind, m.Identity, logid.Conn(m.ConnectionID), err)
 	}
 	return id, nil
 }
@@ -72,7 +73,7 @@ func (db *DB) ClaimOutbox(ctx context.Context, c store.OutboxClaim) ([]store.Out
 	ms, err := query(ctx, db.conn(), scanOutboxMessage, qClaimOutbox, millis(due), millis(now.Add(c.Lease)),
 		c.Identity, c.ConnectionID, limitArg(c.Limit))
 	if err != nil {
-		return nil, fmt.Errorf("claim outbox for %q/%q: %w", c.Identity, c.ConnectionID, err)
+		return nil, fmt.Errorf("claim outbox for %q/%q: %w", c.Identity, logid.Conn(c.ConnectionID), err)
 	}
 	slices.SortFunc(ms, func(a, b store.OutboxMessage) int { return cmp.Compare(a.ID, b.ID) })
 	return ms, nil

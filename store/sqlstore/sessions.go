@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/store"
 )
 
@@ -30,7 +31,7 @@ const (
 func (db *DB) GetSession(ctx context.Context, connectionID string) (store.Session, error) {
 	s, err := scanSession(db.conn().queryRow(ctx, qGetSession, connectionID))
 	if err != nil {
-		return store.Session{}, fmt.Errorf("get session %s: %w", connectionID, err)
+		return store.Session{}, fmt.Errorf("get session %s: %w", logid.Conn(connectionID), err)
 	}
 	return s, nil
 }
@@ -69,7 +70,7 @@ func (db *DB) UpdateSession(ctx context.Context, connectionID string, update fun
 		return err
 	})
 	if err != nil {
-		return store.Session{}, fmt.Errorf("update session %s: %w", connectionID, err)
+		return store.Session{}, fmt.Errorf("update session %s: %w", logid.Conn(connectionID), err)
 	}
 	return out, nil
 }
@@ -77,7 +78,7 @@ func (db *DB) UpdateSession(ctx context.Context, connectionID string, update fun
 // DeleteSession removes a session; deleting a missing one is not an error.
 func (db *DB) DeleteSession(ctx context.Context, connectionID string) error {
 	if _, err := db.conn().exec(ctx, qDeleteSession, connectionID); err != nil {
-		return fmt.Errorf("delete session %s: %w", connectionID, err)
+		return fmt.Errorf("delete session %s: %w", logid.Conn(connectionID), err)
 	}
 	return nil
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/storetest"
 )
@@ -92,4 +94,21 @@ func postgresDatabase(t testing.TB) func(ctx context.Context) (*DB, error) {
 	t.Helper()
 	dsn := storetest.PostgresDSN(t)
 	return func(ctx context.Context) (*DB, error) { return OpenPostgres(ctx, dsn, testOptions(t)) }
+}
+
+// TestErrorsHideConnectionIDs: a store error names a connection by its log id, never by its
+// raw id (errors end up in WARN lines).
+func TestErrorsHideConnectionIDs(t *testing.T) {
+	db, err := OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "e.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const raw = "5f0c2d7e-raw-connection-id"
+	_, err = db.GetSession(t.Context(), raw)
+	if err == nil || strings.Contains(err.Error(), raw) || !strings.Contains(err.Error(), logid.Conn(raw)) {
+		t.Fatalf("error %v: want the connection's log id, not its id", err)
+	}
 }
