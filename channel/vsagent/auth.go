@@ -64,8 +64,9 @@ func (c *Channel) isSecret(v string) bool {
 	return subtle.ConstantTimeCompare(h[:], c.secret) == 1
 }
 
-// rejectLog lets at most one rejection line per route through per interval; the next line says
-// how many were suppressed meanwhile. Its keys are the fixed routes: it does not grow.
+// rejectLog lets at most one line per key (a route's rejections, a route's ignored types) through
+// per interval; the next line says how many were suppressed meanwhile. Its keys are fixed: it
+// does not grow.
 type rejectLog struct {
 	every time.Duration
 

@@ -82,7 +82,11 @@ func (c *Channel) webhook(route string) http.HandlerFunc {
 		}
 		if d.Event == nil {
 			if d.Unsupported {
-				c.log.InfoContext(ctx, "webhook ignored", "route", route, "type", d.Type, "conn", logid.Conn(d.Conn), "note", d.Note)
+				// As rejections: at most one line per route and interval (anyone may post types).
+				if ok, suppressed := c.rejects.admit("ignored "+route, c.now()); ok {
+					c.log.InfoContext(ctx, "webhook ignored", "route", route, "type", d.Type, "conn", logid.Conn(d.Conn), "note", d.Note,
+						"suppressed", suppressed)
+				}
 			} else {
 				c.log.DebugContext(ctx, "webhook ignored", "route", route, "type", d.Type, "conn", d.Conn, "note", d.Note)
 			}

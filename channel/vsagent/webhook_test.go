@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/channeltest"
@@ -197,9 +198,10 @@ func TestWebhookBadInput(t *testing.T) {
 }
 
 // TestWebhookUnknownType: a message type the channel does not support is answered 200 (the
-// VS Agent does not retry) and logged, and makes no event.
+// VS Agent does not retry) and logged, at most once a second, and makes no event.
 func TestWebhookUnknownType(t *testing.T) {
-	f := newFixture(t, Config{})
+	clk := &testClock{}
+	f := newFixture(t, Config{Now: clk.now})
 	rec := &recorder{}
 	f.runWith(t, rec)
 	for _, typ := range []string{"media", "mrz-data-submit", "credential-reception", "call-offer", "something-new"} {
@@ -209,6 +211,13 @@ func TestWebhookUnknownType(t *testing.T) {
 		if !strings.Contains(f.logs.String(), "type="+typ) {
 			t.Errorf("%s not logged", typ)
 		}
+		clk.add(time.Second)
+	}
+	for range 20 { // a flood within one second: one line
+		f.post(t, routeMessageReceived, msg(`{"type":"flood","id":"m2","connectionId":"c1"}`))
+	}
+	if n := strings.Count(f.logs.String(), "type=flood"); n != 1 {
+		t.Errorf("%d lines for 20 ignored webhooks within a second, want 1", n)
 	}
 	if e := rec.take(); len(e) != 0 {
 		t.Errorf("events %#v", e)
