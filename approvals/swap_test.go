@@ -1,10 +1,14 @@
 package approvals_test
 
 import (
+	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/packbot/packbot/approvals"
+	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store"
 )
@@ -38,6 +42,15 @@ func TestToolGoneAfterSwap(t *testing.T) {
 		t.Fatalf("transfers %d → %d (%v): the call ran", len(before), len(after), err)
 	}
 	wantNotices(t, f.st, "the requester is told", map[string]int{"ana@acme.corp": queued + 1})
+	ms, err := f.st.ClaimOutbox(t.Context(), store.OutboxClaim{Identity: "ana@acme.corp", Now: time.Now(), Lease: time.Minute, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last i18n.Message
+	if len(ms) == 0 || json.Unmarshal(ms[len(ms)-1].Payload, &last) != nil || last.Key != "APPROVAL_WITHDRAWN" ||
+		!slices.Equal(last.Args, []string{"tool", "send_money"}) {
+		t.Fatalf("the requester's last notice: %+v", last)
+	}
 	if d, err := s.Decidable(t.Context(), manager(1)); err != nil || len(d) != 0 {
 		t.Fatalf("still decidable: %+v, %v", d, err)
 	}

@@ -58,15 +58,20 @@ func (cs *countedServer) sessions() []string {
 	return ids
 }
 
-// eventually waits until ok holds, polling (for what no channel announces).
+// eventually waits until ok holds, polling (for what no channel announces); the bound only
+// turns a broken pool into a failure instead of a hang.
 func eventually(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
 	for !ok() {
-		if time.Now().After(deadline) {
+		select {
+		case <-ctx.Done():
 			t.Fatalf("never: %s", what)
+		case <-tick.C:
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

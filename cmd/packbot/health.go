@@ -26,7 +26,7 @@ shell or curl: this is its healthcheck.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if url == "" {
-				url = "http://" + localAddr(firstNonEmpty(a.getenv("PACKBOT_ADMIN_ADDR"), a.getenv("PACKBOT_HTTP_ADDR"), "127.0.0.1:8080")) + "/readyz"
+				url = "http://" + localAddr(firstNonEmpty(a.getenv("PACKBOT_ADMIN_ADDR"), a.getenv(envHTTPAddr), defaultHTTPAddr)) + "/readyz"
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()

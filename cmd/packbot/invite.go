@@ -49,7 +49,7 @@ func runInvite(ctx context.Context, a *app, o inviteOptions) (err error) {
 	}
 	defer func() { err = errors.Join(err, st.Close()) }()
 	publicURL := firstNonEmpty(o.channel.publicURL, a.getenv("PACKBOT_PUBLIC_URL"),
-		"http://"+firstNonEmpty(o.http, a.getenv("PACKBOT_HTTP_ADDR"), "127.0.0.1:8080"))
+		"http://"+firstNonEmpty(o.http, a.getenv(envHTTPAddr), defaultHTTPAddr))
 	if err := checkPublicURL(publicURL); err != nil {
 		return err
 	}

@@ -21,6 +21,9 @@ const (
 	envWebhookSecret = "PACKBOT_WEBHOOK_SECRET"
 )
 
+// defaultHTTPAddr is where serve listens when neither --http nor PACKBOT_HTTP_ADDR says.
+const defaultHTTPAddr = "127.0.0.1:8080"
+
 // endpoint is one HTTP listener of serve, the routes that mount on it and its server. Every
 // endpoint has the limits of [defaultHTTPLimits].
 type endpoint struct {
@@ -91,7 +94,7 @@ type endpoints struct {
 // planEndpoints reads the addresses. A webhook address is for the vsagent channel only: with
 // another one it is ignored, with a warning.
 func planEndpoints(ctx context.Context, a *app, httpFlag, kind string) endpoints {
-	pub := &endpoint{name: "public", setBy: "--http or " + envHTTPAddr, addr: firstNonEmpty(httpFlag, a.getenv(envHTTPAddr), "127.0.0.1:8080")}
+	pub := &endpoint{name: "public", setBy: "--http or " + envHTTPAddr, addr: firstNonEmpty(httpFlag, a.getenv(envHTTPAddr), defaultHTTPAddr)}
 	eps := endpoints{public: pub, webhooks: pub, admin: pub, all: []*endpoint{pub}}
 	own := func(name, env string) *endpoint {
 		addr := a.getenv(env)

@@ -275,10 +275,11 @@ func TestPlanEndpoints(t *testing.T) {
 		warn       bool
 	}{
 		{"default", "vsagent", nil, []string{"public"}, false},
-		{"all three", "vsagent", map[string]string{envWebhookAddr: "127.0.0.1:9001", envAdminAddr: "127.0.0.1:9002"}, []string{"public", "webhooks", "admin"}, false},
-		{"admin only", "didcomm", map[string]string{envAdminAddr: "127.0.0.1:9002"}, []string{"public", "admin"}, false},
-		{"webhooks on didcomm", "didcomm", map[string]string{envWebhookAddr: "127.0.0.1:9001"}, []string{"public"}, true},
-		{"same address as public", "vsagent", map[string]string{envWebhookAddr: "127.0.0.1:8080"}, []string{"public"}, false},
+		// Planned, not bound: addresses of their own on other loopback hosts, any port.
+		{"all three", "vsagent", map[string]string{envWebhookAddr: "127.0.0.2:0", envAdminAddr: "127.0.0.3:0"}, []string{"public", "webhooks", "admin"}, false},
+		{"admin only", "didcomm", map[string]string{envAdminAddr: "127.0.0.3:0"}, []string{"public", "admin"}, false},
+		{"webhooks on didcomm", "didcomm", map[string]string{envWebhookAddr: "127.0.0.2:0"}, []string{"public"}, true},
+		{"same address as public", "vsagent", map[string]string{envWebhookAddr: defaultHTTPAddr}, []string{"public"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
@@ -291,7 +292,7 @@ func TestPlanEndpoints(t *testing.T) {
 			if strings.Join(got, ",") != strings.Join(c.want, ",") {
 				t.Errorf("listeners %v, want %v", got, c.want)
 			}
-			if eps.public.addr != "127.0.0.1:8080" {
+			if eps.public.addr != defaultHTTPAddr {
 				t.Errorf("public on %s", eps.public.addr)
 			}
 			if w := strings.Contains(buf.String(), "level=WARN"); w != c.warn {

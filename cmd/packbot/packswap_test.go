@@ -227,10 +227,21 @@ func testPackSwap(t *testing.T, replicas int, storeEnv map[string]string) {
 		t.Fatalf("pack apply of an invalid pack: exit %d\n%s%s", code, out, errOut)
 	}
 	var st packStatus
-	code, out, errOut = cli(t, cliEnv, "pack", "status", "--json")
-	fatal(t, json.Unmarshal([]byte(out), &st))
-	if code != 0 || st.Current == nil || st.Current.Version != 1 || len(st.Replicas) != replicas {
-		t.Fatalf("pack status after the refusal: exit %d %+v\n%s", code, st, errOut)
+	fatal(t, pollUntil(ctx, 10*time.Millisecond, func() (bool, error) { // each watcher reports as it starts
+		st = packStatus{}
+		code, out, errOut = cli(t, cliEnv, "pack", "status", "--json")
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			return false, fmt.Errorf("pack status --json (exit %d): %w\n%s", code, err, errOut)
+		}
+		return code == 0 && len(st.Replicas) == replicas, nil
+	}))
+	if st.Current == nil || st.Current.Version != 1 {
+		t.Fatalf("pack status after the refusal: %+v\n%s", st, errOut)
+	}
+	for _, r := range st.Replicas {
+		if r.Version != 1 || r.Problem != "" {
+			t.Fatalf("replica %s after the refusal: %+v", r.Replica, r)
+		}
 	}
 
 	// The valid one reaches every replica.
