@@ -368,13 +368,16 @@ func (a *agent) send(ctx context.Context, connID string, msg any) error {
 	if err != nil {
 		return fmt.Errorf("didcomm: encode message: %w", err)
 	}
+	// Once the sending goroutine has the map, it is afgo's: its JSON encoding deletes and
+	// restores keys, so nothing here reads the map again (the type is taken first).
+	typ := m.Type()
 	if endpoint, err := a.route(rec.TheirDID); err != nil {
-		return a.undelivered(connID, m.Type(), endpoint, &deliveryError{Endpoint: endpoint, Reason: ReasonNoRoute, Err: err})
+		return a.undelivered(connID, typ, endpoint, &deliveryError{Endpoint: endpoint, Reason: ReasonNoRoute, Err: err})
 	}
 	a.sendMu.Lock()
 	if a.closing {
 		a.sendMu.Unlock()
-		return fmt.Errorf("didcomm: send %s to %s: the agent is closed", m.Type(), connID)
+		return fmt.Errorf("didcomm: send %s to %s: the agent is closed", typ, connID)
 	}
 	a.sending.Add(1)
 	a.sendMu.Unlock()
@@ -386,11 +389,11 @@ func (a *agent) send(ctx context.Context, connID string, msg any) error {
 	select {
 	case err := <-done:
 		if err != nil {
-			return a.undelivered(connID, m.Type(), "", err)
+			return a.undelivered(connID, typ, "", err)
 		}
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("didcomm: send %s to %s: %w", m.Type(), connID, ctx.Err())
+		return fmt.Errorf("didcomm: send %s to %s: %w", typ, connID, ctx.Err())
 	}
 }
 

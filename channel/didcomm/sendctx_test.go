@@ -99,6 +99,19 @@ func TestSendHonoursContext(t *testing.T) {
 		t.Fatalf("send returned after %v, its context ended after 200ms", d)
 	}
 
+	// Sends whose contexts end at staggered moments, some while the message is still being
+	// encoded by the goroutine that sends it: the caller must not touch the message once that
+	// goroutine owns it (under -race, a read of the message map here was a data race, and
+	// without -race a fatal concurrent map read and write).
+	for i := range 100 {
+		sctx, cancel := context.WithTimeout(ctx, time.Duration(i)*20*time.Microsecond)
+		_, err := bot.ch.SendText(sctx, conn, channel.Text{Content: "cut short"})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("send %d cut short: %v, want context.DeadlineExceeded", i, err)
+		}
+	}
+
 	done, cancelDone := context.WithCancel(ctx)
 	cancelDone()
 	if err := bot.ch.SendMenu(done, conn, channel.Menu{Title: "never sent"}); !errors.Is(err, context.Canceled) {
