@@ -110,9 +110,9 @@ type catalog struct {
 	// surfaces are the servers' listings besides tools (context.go), by server.
 	surfaces map[string]Surface
 	owners   map[string]*entry
-	stale   map[string]bool // tools of a replaced entry, kept until its successor lists
-	snap    Catalog         // cached snapshot of the current version
-	changed chan struct{}   // closed (and replaced) on every version bump
+	stale    map[string]bool // tools of a replaced entry, kept until its successor lists
+	snap     Catalog         // cached snapshot of the current version
+	changed  chan struct{}   // closed (and replaced) on every version bump
 }
 
 func newCatalog() *catalog {

@@ -211,7 +211,9 @@ func (p *Pool) use(ctx context.Context, identity, server string, op func(ctx con
 }
 
 func (p *Pool) useOnce(ctx context.Context, ent *entry, identity string, op func(ctx context.Context, c *conn, sess *mcpsdk.ClientSession) error, mayRetry bool) error {
-	again := func() (Result, error) { return Result{}, p.useOnce(ctx, p.current().servers[ent.name], identity, op, false) }
+	again := func() (Result, error) {
+		return Result{}, p.useOnce(ctx, p.current().servers[ent.name], identity, op, false)
+	}
 	c, err := p.conn(ctx, ent, identity)
 	if err != nil {
 		if errors.Is(err, ErrClosed) && mayRetry && p.current().servers[ent.name] != nil && p.current().servers[ent.name] != ent {

@@ -130,7 +130,7 @@ func New(cfg Config) (*Pool, error) {
 		maxUsers: cfg.MaxUserSessions, maxTools: cfg.MaxTools,
 		creds: cfg.Credentials, keyring: cfg.Keyring, auth: cfg.Authorizer, machine: cfg.Machine, onRejected: cfg.OnRejected, sampler: cfg.Sampler, obs: cfg.Observer,
 		onUpdated: cfg.OnResourceUpdated,
-		cat: newCatalog(), users: make(map[userKey]*list.Element), lru: list.New(), runs: make(map[*runner]struct{}),
+		cat:       newCatalog(), users: make(map[userKey]*list.Element), lru: list.New(), runs: make(map[*runner]struct{}),
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
