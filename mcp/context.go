@@ -212,7 +212,11 @@ func (p *Pool) use(ctx context.Context, identity, server string, op func(ctx con
 
 func (p *Pool) useOnce(ctx context.Context, ent *entry, identity string, op func(ctx context.Context, c *conn, sess *mcpsdk.ClientSession) error, mayRetry bool) error {
 	again := func() (Result, error) {
-		return Result{}, p.useOnce(ctx, p.current().servers[ent.name], identity, op, false)
+		next := p.current().servers[ent.name]
+		if next == nil {
+			return Result{}, fmt.Errorf("%w: %q (removed by a pack update)", ErrUnknownServer, ent.name)
+		}
+		return Result{}, p.useOnce(ctx, next, identity, op, false)
 	}
 	c, err := p.conn(ctx, ent, identity)
 	if err != nil {
