@@ -78,6 +78,7 @@ type world struct {
 	offset atomic.Int64
 	// updated receives each resource URI the pool's servers reported updated.
 	updated chan string
+	pool    *mcp.Pool
 	// stop stops the bot, the pool and the channel; safe to call more than once.
 	stop func()
 }
@@ -175,6 +176,7 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 	if err != nil {
 		t.Fatalf("open the MCP pool: %v", err)
 	}
+	w.pool = pool
 	if w.cat, err = i18n.New(p); err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +211,30 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 	w.waitTools(t, pool, "records")
 	w.waitTools(t, pool, "hollyhr")
 	return w
+}
+
+// remove removes a prompt or a resource from the HR server and waits until the bot's pool listed
+// the server again without it (after the server's list_changed).
+func (w *world) remove(ctx context.Context, what, name string) error {
+	if what == "prompt" {
+		w.records.RemovePrompts(name)
+	} else {
+		w.records.RemoveResources(name)
+	}
+	for {
+		cat, changed := w.pool.Catalog()
+		s := cat.Surfaces["hollyhr"]
+		_, hasPrompt := s.Prompt(name)
+		_, hasResource := s.Resource(name)
+		if !hasPrompt && !hasResource {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("the bot still lists %s %s: %w", what, name, ctx.Err())
+		}
+	}
 }
 
 // updateResource changes one of the HR server's documents and waits until the bot's pool heard

@@ -43,6 +43,7 @@ const (
 	LLMMessage                         // llm: message "text"
 	LLMLacks                           // llm: lacks "text"
 	ResourceUpdate                     // update: URI "text"
+	ServerRemove                       // remove: prompt NAME | remove: resource URI
 )
 
 // GreetingKey names the pack's greeting in a transcript; its argument name= is the user's name.
@@ -244,6 +245,13 @@ func (p *parser) line(n int, line string) error {
 		return nil
 	case "world:":
 		return p.world(rest)
+	case "remove:":
+		what, name, _ := strings.Cut(rest, " ")
+		if (what != "prompt" && what != "resource") || strings.TrimSpace(name) == "" {
+			return fmt.Errorf("remove: want prompt NAME or resource URI, got %q", rest)
+		}
+		p.add(Step{Line: n, Kind: ServerRemove, Tool: what, Text: strings.TrimSpace(name)})
+		return nil
 	case "update:":
 		uri, lit, _ := strings.Cut(rest, " ")
 		text, err := strconv.Unquote(strings.TrimSpace(lit))
@@ -271,7 +279,7 @@ func (p *parser) line(n int, line string) error {
 	}
 	sub := actorRE.FindStringSubmatch(line)
 	if sub == nil {
-		return fmt.Errorf("unknown step %q: want connect, login, world:, update:, llm:, clock:, calls:, errors:, audit:, logs:, or a wallet name with >, <, <~, ?, ?~, : (or \"menu:\") after it", head)
+		return fmt.Errorf("unknown step %q: want connect, login, world:, update:, remove:, llm:, clock:, calls:, errors:, audit:, logs:, or a wallet name with >, <, <~, ?, ?~, : (or \"menu:\") after it", head)
 	}
 	who, op, arg := sub[1], sub[2], strings.TrimSpace(sub[3])
 	if err := p.known(who); err != nil {

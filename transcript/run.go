@@ -237,6 +237,8 @@ func (r *runner) step(ctx context.Context, st Step) error {
 		return r.llmHolds(st)
 	case ResourceUpdate:
 		return r.w.updateResource(ctx, st.Text, st.Names[0])
+	case ServerRemove:
+		return r.w.remove(ctx, st.Tool, st.Text)
 	case Clock:
 		r.w.offset.Add(int64(st.Advance))
 		r.w.appr.Sweep(ctx)
