@@ -192,6 +192,66 @@ func (t *turn) surface(ctx context.Context, srv *packs.Server) (mcp.Surface, str
 	return mcp.Surface{}, t.contextErrorText(srv.Name, err)
 }
 
+// entry is one line of a list question and its option.
+type entry struct {
+	line string // "• label: description"
+	opt  option
+}
+
+// listing is a list question's text and options: per server the user may use prompts of
+// (prompts) or read resources of, the entries each returns, under the server's name, after
+// header; and why a server could not be listed. At most maxOptions entries.
+type listing struct {
+	text  strings.Builder
+	opts  []option
+	notes strings.Builder
+}
+
+// list builds a listing: each server the user may use is listed (through the user's session),
+// and entries picks what the user may use of it.
+func (t *turn) list(ctx context.Context, header string, prompts bool, entries func(srv *packs.Server, surf mcp.Surface) []entry) *listing {
+	l := &listing{}
+	l.text.WriteString(header)
+	for _, srv := range t.ctxServers(prompts) {
+		surf, why := t.surface(ctx, srv)
+		if why != "" {
+			l.notes.WriteString("\n\n" + why)
+			continue
+		}
+		var lines []string
+		for _, e := range entries(srv, surf) {
+			if len(l.opts) == maxOptions {
+				break
+			}
+			lines = append(lines, e.line)
+			l.opts = append(l.opts, e.opt)
+		}
+		if len(lines) > 0 {
+			l.text.WriteString("\n\n" + srv.Name + "\n" + strings.Join(lines, "\n"))
+		}
+	}
+	return l
+}
+
+// askListing asks which entry the user wants (continuing d), or says there is none (noneKey),
+// with why servers could not be listed.
+func (t *turn) askListing(ctx context.Context, l *listing, d dialog, noneKey string) error {
+	if len(l.opts) == 0 {
+		return t.say(ctx, t.tr(noneKey)+l.notes.String())
+	}
+	return t.askDialog(ctx, d, l.text.String()+l.notes.String(), uniqueOptions(l.opts))
+}
+
+// bullet is a list line: "• label: first line of description" (the description when any),
+// then more.
+func bullet(label, description, more string) string {
+	line := "• " + label
+	if d := firstLine(description); d != "" {
+		line += ": " + d
+	}
+	return line + more
+}
+
 // contextErrorText tells the user why a server's prompts or resources cannot be used now.
 func (t *turn) contextErrorText(server string, err error) string {
 	switch {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/packbot/packbot/agent"
 	"github.com/packbot/packbot/mcp"
+	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
 )
 
@@ -33,36 +34,17 @@ func (t *turn) listPrompts(ctx context.Context) error {
 	case t.e.ctxsrc == nil:
 		return t.sayKey(ctx, "PROMPTS_NONE")
 	}
-	var b, notes strings.Builder
-	b.WriteString(t.tr("PROMPTS_HEADER"))
-	var opts []option
-	for _, srv := range t.ctxServers(true) {
-		surf, why := t.surface(ctx, srv)
-		if why != "" {
-			notes.WriteString("\n\n" + why)
-			continue
-		}
-		var lines []string
+	l := t.list(ctx, t.tr("PROMPTS_HEADER"), true, func(srv *packs.Server, surf mcp.Surface) []entry {
+		var out []entry
 		for _, p := range surf.Prompts {
-			if t.e.rbac.DecidePrompt(t.caller(), srv.Name, p.Name).Effect == rbac.Deny || len(opts) == maxOptions {
-				continue
+			if t.e.rbac.DecidePrompt(t.caller(), srv.Name, p.Name).Effect != rbac.Deny {
+				out = append(out, entry{bullet(p.Label(), p.Description, ""),
+					option{Text: t.tr("PROMPT_OPTION", "prompt", p.Label(), "server", srv.Name), Value: srv.Name + "\n" + p.Name}})
 			}
-			line := "• " + p.Label()
-			if d := firstLine(p.Description); d != "" {
-				line += ": " + d
-			}
-			lines = append(lines, line)
-			opts = append(opts, option{Text: t.tr("PROMPT_OPTION", "prompt", p.Label(), "server", srv.Name), Value: srv.Name + "\n" + p.Name})
 		}
-		if len(lines) > 0 {
-			b.WriteString("\n\n" + srv.Name + "\n" + strings.Join(lines, "\n"))
-		}
-	}
-	if len(opts) == 0 {
-		return t.say(ctx, t.tr("PROMPTS_NONE")+notes.String())
-	}
-	b.WriteString(notes.String())
-	return t.askDialog(ctx, &promptList{}, b.String(), uniqueOptions(opts))
+		return out
+	})
+	return t.askListing(ctx, l, &promptList{}, "PROMPTS_NONE")
 }
 
 // promptChosen starts the chosen prompt: all its arguments are asked.

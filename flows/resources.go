@@ -49,58 +49,38 @@ func (t *turn) listResources(ctx context.Context) error {
 	if err != nil {
 		return t.loadFailed(ctx, err)
 	}
-	var b, notes strings.Builder
-	b.WriteString(t.tr("RESOURCES_HEADER"))
-	var opts []option
-	for _, srv := range t.ctxServers(false) {
-		surf, why := t.surface(ctx, srv)
-		if why != "" {
-			notes.WriteString("\n\n" + why)
-			continue
-		}
-		var lines []string
+	l := t.list(ctx, t.tr("RESOURCES_HEADER"), false, func(srv *packs.Server, surf mcp.Surface) []entry {
+		var out []entry
 		for _, r := range surf.Resources {
-			if t.e.rbac.DecideResource(t.caller(), srv.Name, r.URI).Effect == rbac.Deny || len(opts) >= maxOptions {
-				continue
+			if t.e.rbac.DecideResource(t.caller(), srv.Name, r.URI).Effect != rbac.Deny {
+				out = append(out, entry{bullet(r.Label(), r.Description, " ("+r.URI+")"),
+					option{Text: t.tr("RESOURCE_OPTION", "resource", r.Label(), "server", srv.Name), Value: "a\n" + srv.Name + "\n" + r.URI}})
 			}
-			lines = append(lines, "• "+r.Label()+describe(r.Description)+" ("+r.URI+")")
-			opts = append(opts, option{Text: t.tr("RESOURCE_OPTION", "resource", r.Label(), "server", srv.Name), Value: "a\n" + srv.Name + "\n" + r.URI})
 		}
 		for _, tp := range surf.Templates {
-			if t.e.rbac.DecideTemplate(t.caller(), srv.Name, tp.URITemplate).Effect == rbac.Deny || len(opts) >= maxOptions {
-				continue
+			if t.e.rbac.DecideTemplate(t.caller(), srv.Name, tp.URITemplate).Effect != rbac.Deny {
+				out = append(out, entry{bullet(tp.Label(), tp.Description, " ("+tp.URITemplate+")"),
+					option{Text: t.tr("TEMPLATE_OPTION", "resource", tp.Label(), "server", srv.Name), Value: "t\n" + srv.Name + "\n" + tp.URITemplate}})
 			}
-			lines = append(lines, "• "+tp.Label()+describe(tp.Description)+" ("+tp.URITemplate+")")
-			opts = append(opts, option{Text: t.tr("TEMPLATE_OPTION", "resource", tp.Label(), "server", srv.Name), Value: "t\n" + srv.Name + "\n" + tp.URITemplate})
 		}
-		if len(lines) > 0 {
-			b.WriteString("\n\n" + srv.Name + "\n" + strings.Join(lines, "\n"))
-		}
-	}
+		return out
+	})
+	text, opts := l.text.String(), l.opts
 	if len(opts) == 0 {
-		b.Reset()
-		b.WriteString(t.tr("RESOURCES_NONE"))
+		text = t.tr("RESOURCES_NONE")
 	}
 	if len(conv.attached) > 0 {
-		b.WriteString("\n\n" + t.tr("RESOURCES_ATTACHED"))
+		text += "\n\n" + t.tr("RESOURCES_ATTACHED")
 		for _, a := range conv.attached {
-			b.WriteString("\n• " + a.Title + " (" + a.Server + ")")
+			text += "\n• " + a.Title + " (" + a.Server + ")"
 			opts = append(opts, option{Text: t.tr("DETACH_OPTION", "resource", a.Title), Value: "d\n" + a.Server + "\n" + a.URI})
 		}
 	}
-	b.WriteString(notes.String())
+	text += l.notes.String()
 	if len(opts) == 0 {
-		return t.say(ctx, b.String())
+		return t.say(ctx, text)
 	}
-	return t.askDialog(ctx, &resourceList{}, b.String(), uniqueOptions(opts))
-}
-
-// describe is ": description" (its first line), or "".
-func describe(desc string) string {
-	if d := firstLine(desc); d != "" {
-		return ": " + d
-	}
-	return ""
+	return t.askDialog(ctx, &resourceList{}, text, uniqueOptions(opts))
 }
 
 // resourceChosen attaches the chosen resource, asks the chosen template's variables, or
@@ -256,32 +236,17 @@ func (t *turn) listSkills(ctx context.Context) error {
 	if t.authWall() {
 		return t.sayKey(ctx, "AUTH_REQUIRED")
 	}
-	var b, notes strings.Builder
-	b.WriteString(t.tr("SKILLS_HEADER"))
-	var opts []option
-	for _, srv := range t.ctxServers(false) {
-		surf, why := t.surface(ctx, srv)
-		if why != "" {
-			notes.WriteString("\n\n" + why)
-			continue
-		}
-		var lines []string
+	l := t.list(ctx, t.tr("SKILLS_HEADER"), false, func(srv *packs.Server, surf mcp.Surface) []entry {
+		var out []entry
 		for _, k := range surf.Skills {
-			if t.e.rbac.DecideResource(t.caller(), srv.Name, k.URI).Effect == rbac.Deny || len(opts) >= maxOptions {
-				continue
+			if t.e.rbac.DecideResource(t.caller(), srv.Name, k.URI).Effect != rbac.Deny {
+				out = append(out, entry{bullet(k.Name, k.Description, ""),
+					option{Text: t.tr("SKILL_OPTION", "skill", k.Name, "server", srv.Name), Value: srv.Name + "\n" + k.URI}})
 			}
-			lines = append(lines, "• "+k.Name+describe(k.Description))
-			opts = append(opts, option{Text: t.tr("SKILL_OPTION", "skill", k.Name, "server", srv.Name), Value: srv.Name + "\n" + k.URI})
 		}
-		if len(lines) > 0 {
-			b.WriteString("\n\n" + srv.Name + "\n" + strings.Join(lines, "\n"))
-		}
-	}
-	if len(opts) == 0 {
-		return t.say(ctx, t.tr("SKILLS_NONE")+notes.String())
-	}
-	b.WriteString(notes.String())
-	return t.askDialog(ctx, &skillList{}, b.String(), uniqueOptions(opts))
+		return out
+	})
+	return t.askListing(ctx, l, &skillList{}, "SKILLS_NONE")
 }
 
 // skillChosen loads the chosen skill: its SKILL.md is attached as a skill.
