@@ -266,3 +266,27 @@ func TestSurfacePerUser(t *testing.T) {
 		t.Errorf("cid's status = %s, want FAILURE", s)
 	}
 }
+
+// TestUpdateContextAccessKeepsSessions: promptAccess and resourceAccess are policy, not
+// connection settings: changing them keeps the server's sessions and what they listed.
+func TestUpdateContextAccessKeepsSessions(t *testing.T) {
+	_, ts := hrServer(t, "", false)
+	def := httpServerDef("hr", packs.TransportStreamableHTTP, ts.URL+"/mcp")
+	p := newPool(t, mcp.Config{Servers: []packs.Server{def}})
+	ctx := context.Background()
+	if _, err := p.Surface(ctx, "", "hr"); err != nil {
+		t.Fatal(err)
+	}
+	def.PromptAccess = &packs.PromptAccess{Default: packs.DefaultAll}
+	def.ResourceAccess = &packs.ResourceAccess{Roles: map[string][]string{"hr": {"*"}}, ModelRead: true}
+	rep, err := p.Update(ctx, []packs.Server{def}, nil)
+	if err != nil || !slices.Equal(rep.Kept, []string{"hr"}) {
+		t.Fatalf("update: %+v, %v", rep, err)
+	}
+	if s, ok := p.KnownSurface("hr"); !ok || len(s.Prompts) != 2 {
+		t.Errorf("the listing went with the update: %+v", s)
+	}
+	if srv, _ := p.Server("hr"); !srv.ModelReads() {
+		t.Error("the new policy is not in force")
+	}
+}
