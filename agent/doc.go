@@ -4,9 +4,11 @@
 //
 // [FromPack] turns a pack's llm block and the environment into a [Config]; [New] builds a
 // [Model] for OpenAI (or any OpenAI-compatible server), Anthropic or Ollama (through its
-// OpenAI-compatible /v1 API). [Model.Run] sends the system prompt, the history and the user
-// text with the offered tools, runs each requested tool through an [Executor], and calls the
-// LLM again until it answers in text or Config.MaxRounds calls are spent ([ErrTooManyRounds]).
+// OpenAI-compatible /v1 API). [Model.Run] sends the system prompt (followed by what the user
+// attached, [Turn.Context]), the history and the user text (or the messages of an MCP prompt,
+// [Turn.Prompt]) with the offered tools, runs each requested tool through an [Executor], and
+// calls the LLM again until it answers in text or Config.MaxRounds calls are spent
+// ([ErrTooManyRounds]).
 // A tool failure is a tool result for the model to read; a failure of the bot (the executor's
 // error, the provider's [ErrTimeout] or [ErrProvider]) is an error.
 //

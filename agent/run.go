@@ -64,6 +64,12 @@ type Turn struct {
 	System  string    // the system prompt; "" sends none
 	History []Message // earlier messages, oldest first
 	User    string    // this turn's user text
+	// Prompt, when not empty, is the turn's input instead of User: the messages of an MCP
+	// prompt the user chose (roles user and assistant), as if the user had typed them.
+	Prompt []Message
+	// Context is what the user attached to the conversation (MCP resources, skills): it goes in
+	// the system prompt, after System, for every LLM call of the turn (context.go).
+	Context []ContextItem
 	Tools   []ToolDef // the tools offered; none offers no tools
 	// Refused, optional, is told of each call naming a tool that was not offered (a forged or
 	// hallucinated call: it never reaches the executor), so that it can be audited; its answer
@@ -75,7 +81,8 @@ type Turn struct {
 type Reply struct {
 	// Text is the final assistant text.
 	Text string
-	// Messages is what the turn added to the conversation, in order: the user message, each
+	// Messages is what the turn added to the conversation, in order: the user message (or the
+	// prompt's messages), each
 	// assistant message that asked for tools followed by the tool results, and the final
 	// assistant message. Appending them to the history gives the next turn's History. After
 	// an error, they stop at the last complete step (never an assistant message whose tool
@@ -104,16 +111,19 @@ func (m *Model) Run(ctx context.Context, t Turn, exec Executor) (Reply, error) {
 	if len(tools) > 0 && exec == nil {
 		panic("agent: Run offers tools but has a nil Executor")
 	}
-	msgs := make([]llms.MessageContent, 0, len(t.History)+2)
-	if t.System != "" {
-		msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeSystem, t.System))
+	msgs := make([]llms.MessageContent, 0, len(t.History)+2+len(t.Prompt))
+	if system := withContext(t.System, t.Context); system != "" {
+		msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeSystem, system))
 	}
 	if msgs, err = m.appendMessages(msgs, t.History...); err != nil {
 		return Reply{}, fmt.Errorf("agent: history: %w", err)
 	}
-	user := Message{Role: RoleUser, Content: t.User}
-	msgs, _ = m.appendMessages(msgs, user) // a user message always converts
-	reply := Reply{Messages: []Message{user}}
+	input, err := turnInput(t)
+	if err != nil {
+		return Reply{}, fmt.Errorf("agent: %w", err)
+	}
+	msgs, _ = m.appendMessages(msgs, input...) // user and assistant messages without tool calls always convert
+	reply := Reply{Messages: input}
 
 	for round := 1; ; round++ {
 		m.log.DebugContext(ctx, "llm call", "round", round, "messages", len(msgs), "tools", len(tools))

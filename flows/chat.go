@@ -19,6 +19,18 @@ const maxToolResult = 16 << 10
 // chat answers free text: with the user's agent when there is an LLM, else with a pointer to the
 // commands. A guest of a pack that requires authentication is asked to log in.
 func (t *turn) chat(ctx context.Context, text string) error {
+	return t.chatTurn(ctx, chatInput{text: text})
+}
+
+// chatInput is one turn's input: the user's text, or the messages of a prompt (prompts.go).
+type chatInput struct {
+	text   string
+	prompt []agent.Message
+}
+
+// chatTurn runs the user's agent on one input, with the conversation's history and attachments
+// (context.go), and remembers the turn.
+func (t *turn) chatTurn(ctx context.Context, in chatInput) error {
 	if t.authWall() {
 		return t.sayKey(ctx, "AUTH_REQUIRED")
 	}
@@ -26,24 +38,25 @@ func (t *turn) chat(ctx context.Context, text string) error {
 		return t.sayKey(ctx, "NO_LLM")
 	}
 	ts := t.tools(ctx)
-	window := t.e.pack.Memory.Window
-	key := t.memoryKey()
-	past, err := t.memory.LoadMemory(ctx, key, 2*window)
+	conv, err := t.loadConversation(ctx)
 	if err != nil {
 		if retryable(err) {
 			return fmt.Errorf("load memory: %w", err) // handled again once the store is back
 		}
 		t.e.log.WarnContext(ctx, "load memory", slog.String("connection", logid.Conn(t.conn)), slog.Any("err", err))
-		past = nil
 	}
-	history := make([]agent.Message, 0, len(past))
-	for _, m := range past {
+	history := make([]agent.Message, 0, len(conv.history))
+	for _, m := range conv.history {
 		history = append(history, agent.Message{Role: agent.Role(m.Role), Content: m.Content})
 	}
+	items, attached, changed := t.attachedContext(ctx, conv.attached)
 	exec := func(ctx context.Context, call agent.ToolCall) (string, error) {
 		ref, _, ok := t.resolve(ts, call.Name)
 		if !ok {
 			return "unknown tool " + call.Name, nil
+		}
+		if ref.Tool == readResourceTool {
+			return t.modelRead(ctx, ref.Server, call.Arguments), nil
 		}
 		out, err := t.invoke(ctx, ref, call.Arguments)
 		if err != nil {
@@ -67,12 +80,16 @@ func (t *turn) chat(ctx context.Context, text string) error {
 		t.refuse(ctx, ref, call.Arguments, "not offered to this user's agent")
 		return t.tr("TOOL_DENIED", "tool", ref.Tool, "server", ref.Server)
 	}
-	reply, err := t.e.model.Run(ctx, agent.Turn{System: t.systemPrompt(), History: history, User: text, Tools: ts.defs, Refused: refused}, exec)
+	reply, err := t.e.model.Run(ctx, agent.Turn{System: t.systemPrompt(), History: history, User: in.text, Prompt: in.prompt,
+		Context: items, Tools: ts.defs, Refused: refused}, exec)
 	if err != nil && retryable(err) {
 		return fmt.Errorf("chat turn: %w", err) // a tool call's step could not be recorded
 	}
 	if err != nil {
 		t.e.log.WarnContext(ctx, "LLM turn failed", slog.String("connection", logid.Conn(t.conn)), slog.Int("llm_calls", reply.LLMCalls), slog.Any("err", err))
+		if changed {
+			t.saveAttachments(attached)
+		}
 		if errors.Is(err, agent.ErrTimeout) {
 			return t.sayKey(ctx, "LLM_TIMEOUT")
 		}
@@ -82,15 +99,34 @@ func (t *turn) chat(ctx context.Context, text string) error {
 	if answer == "" {
 		answer = t.tr("LLM_ERROR")
 	}
-	if window > 0 {
-		now := t.e.now()
-		entries := []store.MemoryEntry{
-			{Role: string(agent.RoleUser), Content: text, CreatedAt: now},
-			{Role: string(agent.RoleAssistant), Content: answer, CreatedAt: now},
-		}
-		t.fx.Memory = append(t.fx.Memory, store.MemoryAppend{Key: key, Entries: entries, Keep: 2 * window})
-	}
+	t.remember(conv, attached, changed, in, answer)
 	return t.say(ctx, answer)
+}
+
+// remember appends the turn to the conversation's memory: the attachments entry first when it
+// changed or would fall out of the window, then the user's input and the answer.
+func (t *turn) remember(conv conversation, attached []attachment, changed bool, in chatInput, answer string) {
+	window := t.e.pack.Memory.Window
+	now := t.e.now()
+	var entries []store.MemoryEntry
+	if window > 0 {
+		if len(in.prompt) > 0 {
+			for _, m := range in.prompt {
+				entries = append(entries, store.MemoryEntry{Role: string(m.Role), Content: m.Content, CreatedAt: now})
+			}
+		} else {
+			entries = append(entries, store.MemoryEntry{Role: string(agent.RoleUser), Content: in.text, CreatedAt: now})
+		}
+		entries = append(entries, store.MemoryEntry{Role: string(agent.RoleAssistant), Content: answer, CreatedAt: now})
+	}
+	// The entry is evicted when the newest memoryKeep entries after this append do not hold it.
+	falling := len(attached) > 0 && (conv.ctxAt < 0 || conv.loaded+len(entries)-conv.ctxAt > t.memoryKeep())
+	if changed || falling {
+		t.saveAttachments(attached)
+	}
+	if len(entries) > 0 {
+		t.fx.Memory = append(t.fx.Memory, store.MemoryAppend{Key: t.memoryKey(), Entries: entries, Keep: t.memoryKeep()})
+	}
 }
 
 // authWall: a guest of a pack that requires authentication.

@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// command answers /help, /tools, /call, /whoami and /lang. They work with or without an LLM.
+// command answers /help, /tools, /call, /whoami and /lang (with or without an LLM), and /prompts,
+// /prompt, /resources, /skills and /attach (prompts.go, resources.go).
 func (t *turn) command(ctx context.Context, line string) error {
 	name, rest, _ := strings.Cut(line, " ")
 	rest = strings.TrimSpace(rest)
@@ -24,6 +25,22 @@ func (t *turn) command(ctx context.Context, line string) error {
 			return t.sayKey(ctx, "AUTH_REQUIRED")
 		}
 		return t.callCommand(ctx, rest)
+	case "/prompts":
+		return t.listPrompts(ctx)
+	case "/prompt":
+		if t.authWall() {
+			return t.sayKey(ctx, "AUTH_REQUIRED")
+		}
+		if t.e.ctxsrc == nil {
+			return t.sayKey(ctx, "PROMPTS_NONE")
+		}
+		return t.promptCommand(ctx, rest)
+	case "/resources":
+		return t.listResources(ctx)
+	case "/skills":
+		return t.listSkills(ctx)
+	case "/attach":
+		return t.attachCommand(ctx, rest)
 	case "/cancel":
 		// A running call takes /cancel while it runs; now there is none.
 		return t.sayKey(ctx, "NO_RUNNING_CALL")
@@ -133,6 +150,9 @@ func (t *turn) callCommand(ctx context.Context, rest string) error {
 	}
 	if !ok {
 		return t.sayKey(ctx, "TOOL_UNKNOWN", "tool", name)
+	}
+	if ref.Tool == readResourceTool {
+		return t.sayKey(ctx, "TOOL_RESULT", "tool", name, "result", t.modelRead(ctx, ref.Server, json.RawMessage(args)))
 	}
 	out, err := t.invoke(ctx, ref, json.RawMessage(args))
 	if err != nil {

@@ -111,7 +111,8 @@ func TestCallCommand(t *testing.T) {
 }
 
 // TestChat: free text goes to the model with the user's tools, the memory of the connection,
-// and a system prompt naming the user; the answer is remembered.
+// and a system prompt naming the user; the answer is remembered (the window's turns, and one
+// entry for the conversation's attachments).
 func TestChat(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	f.st.memory["conn:conn-1"] = []store.MemoryEntry{{Role: "user", Content: "before"}, {Role: "assistant", Content: "ok"}}
@@ -119,7 +120,7 @@ func TestChat(t *testing.T) {
 	if err != nil || len(fx.Out) != 1 || fx.Out[0].Text.Content != "hi there" || fx.Out[0].Text.ReplyTo != "m1" {
 		t.Fatalf("chat: %+v, %v", fx.Out, err)
 	}
-	if len(fx.Memory) != 1 || fx.Memory[0].Key != "conn:conn-1" || len(fx.Memory[0].Entries) != 2 || fx.Memory[0].Keep != 4 {
+	if len(fx.Memory) != 1 || fx.Memory[0].Key != "conn:conn-1" || len(fx.Memory[0].Entries) != 2 || fx.Memory[0].Keep != 5 {
 		t.Fatalf("memory %+v", fx.Memory)
 	}
 	turn := f.model.turns[0]

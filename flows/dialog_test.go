@@ -49,7 +49,9 @@ func TestDialogEncoding(t *testing.T) {
 	table := dialogTable()
 	all := []dialog{&authWait{Request: "r"}, &mcpServer{question: q}, &mcpExisting{question: q, Server: "s"}, &mcpField{Server: "s", Field: 2},
 		&approvalConfirm{question: q, Server: "s", Tool: "t", Args: `not even json`}, &myRequests{question: q}, &myRequest{chosenRequest{question: q, ID: "i"}},
-		&pendingList{question: q}, &pendingRequest{chosenRequest{question: q, ID: "i"}}}
+		&pendingList{question: q}, &pendingRequest{chosenRequest{question: q, ID: "i"}},
+		&promptList{question: q}, &resourceList{question: q}, &skillList{question: q},
+		&contextArgs{question: q, Server: "s", Prompt: "p", Title: "P", Order: []string{"a", "b"}, Index: 1, Args: map[string]string{"a": "x"}}}
 	if len(all) != len(table) {
 		t.Fatalf("%d kinds tested, %d in the table", len(all), len(table))
 	}

@@ -3,7 +3,10 @@
 // verified credential (identity, display name, roles), logs them out, runs the chat turn with the
 // user's agent (the LLM with exactly the tools the user's roles allow), answers the commands
 // /help, /tools, /call, /whoami and /lang, and walks users through configuring their own MCP
-// credentials (typed fields sealed in the store between messages, or an OAuth sign-in).
+// credentials (typed fields sealed in the store between messages, or an OAuth sign-in). It runs
+// the servers' prompts as the user's turn (/prompts), and attaches resources and skills to the
+// conversation's context (/resources, /skills), each decided by package rbac at listing and at
+// use (context.go).
 //
 // A dialog that spans several events (authentication waiting for a proof, MCP credential
 // configuration, approval confirmation, my requests, pending approvals) is a type in its own

@@ -16,6 +16,7 @@ import (
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/internal/logid"
+	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/menu"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
@@ -52,6 +53,10 @@ type Deps struct {
 	// ElicitTimeout bounds how long a server's question waits for the user (default
 	// DefaultElicitTimeout); then the question is cancelled.
 	ElicitTimeout time.Duration
+	// MaxAttachment and MaxAttached bound the text the agent's context holds of one attached
+	// resource and of all of a conversation's (defaults DefaultMaxAttachment and
+	// DefaultMaxAttached).
+	MaxAttachment, MaxAttached int
 }
 
 // Engine runs the flows of one pack. It is safe for concurrent use by many connections; the
@@ -79,6 +84,10 @@ type Engine struct {
 	caps          channel.Capabilities
 	// login is the pack's LoginDigest.
 	login string
+	// ctxsrc is the pool's prompts and resources (nil: none offered); maxAttachment and
+	// maxAttached bound what attachments put in the agent's context (context.go).
+	ctxsrc                     ContextSource
+	maxAttachment, maxAttached int
 
 	agents agentCache
 
@@ -124,13 +133,25 @@ func New(d Deps) (*Engine, error) {
 	if e.elicitTimeout = d.ElicitTimeout; e.elicitTimeout <= 0 {
 		e.elicitTimeout = DefaultElicitTimeout
 	}
+	e.ctxsrc, _ = d.MCP.(ContextSource)
+	if p, ok := e.ctxsrc.(*mcp.Pool); ok && p == nil {
+		e.ctxsrc = nil
+	}
+	e.maxAttachment, e.maxAttached = d.MaxAttachment, d.MaxAttached
+	if e.maxAttachment <= 0 {
+		e.maxAttachment = DefaultMaxAttachment
+	}
+	if e.maxAttached <= 0 {
+		e.maxAttached = DefaultMaxAttached
+	}
 	e.dialogs = dialogTable()
 	e.login = LoginDigest(d.Pack)
 	e.calls = toolcall.New(d.Pack, d.MCP, &toolcall.Options{RBAC: e.rbac})
 	e.agents.entries = map[string]*toolSet{}
 	e.menuHasApprovals = e.appr != nil && hasPolicies(d.Pack)
 	e.countsCache = map[string]cachedCounts{}
-	e.menu = menu.New(d.Pack, menu.Capabilities{Authenticate: e.canAuth, MCPConfig: e.configAvailable(), Approvals: e.menuHasApprovals})
+	e.menu = menu.New(d.Pack, menu.Capabilities{Authenticate: e.canAuth, MCPConfig: e.configAvailable(), Approvals: e.menuHasApprovals,
+		Prompts: e.ctxsrc != nil && e.model != nil && len(d.Pack.MCP.Servers) > 0})
 	return e, nil
 }
 
@@ -363,7 +384,9 @@ func (e *Engine) Menu(ctx context.Context, s store.Session) channel.Menu {
 	if st.Name == "" {
 		st.Name = s.Identity
 	}
-	st.Counts = e.counts(ctx, rbac.Caller{Identity: s.Identity, DisplayName: s.DisplayName, Roles: s.Roles, Authenticated: s.Authenticated})
+	caller := rbac.Caller{Identity: s.Identity, DisplayName: s.DisplayName, Roles: s.Roles, Authenticated: s.Authenticated}
+	st.Counts = e.counts(ctx, caller)
+	st.Prompts = e.hasPrompts(caller)
 	lang := s.Language
 	if lang == "" {
 		lang = e.cat.Default()

@@ -52,6 +52,18 @@ func dialogTable() map[string]routes {
 		kindMyRequest: {state: store.StateChat, approvals: true, new: func() dialog { return &myRequest{} },
 			choice: onChoice((*turn).cancelChosen)},
 
+		// prompts.go: choose a prompt to use; contextargs.go: its arguments (or a resource
+		// template's variables), chosen among completions or typed.
+		kindPromptList: {state: store.StateChat, new: func() dialog { return &promptList{} },
+			choice: onChoice((*turn).promptChosen)},
+		kindContextArgs: {state: store.StateChat, new: func() dialog { return &contextArgs{} },
+			choice: onChoice((*turn).argChosen), value: onValue((*turn).argTyped)},
+		// resources.go: attach a resource, expand a template, or detach; load a skill.
+		kindResourceList: {state: store.StateChat, new: func() dialog { return &resourceList{} },
+			choice: onChoice((*turn).resourceChosen)},
+		kindSkillList: {state: store.StateChat, new: func() dialog { return &skillList{} },
+			choice: onChoice((*turn).skillChosen)},
+
 		// pending.go: choose a request I may decide; then approve, reject or go back.
 		kindPending: {state: store.StateChat, approvals: true, new: func() dialog { return &pendingList{} },
 			choice: onChoice((*turn).pendingChosen)},

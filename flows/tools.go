@@ -133,6 +133,7 @@ func buildToolSet(e *Engine, c rbac.Caller, cat mcp.Catalog, configured []string
 		ts.names[name] = toolRef{Server: tl.Server, Tool: tl.Name}
 		ts.defs = append(ts.defs, agent.ToolDef{Name: name, Description: desc, Parameters: tl.InputSchema})
 	}
+	addReadTools(e, c, cat, configured, ts)
 	return ts
 }
 

@@ -76,11 +76,13 @@ func (t *turn) menuSelected(ctx context.Context, ev channel.MenuSelected) error 
 		return t.myRequests(ctx)
 	case menu.ActionPendingApprovals:
 		return t.pendingApprovals(ctx)
+	case menu.ActionPrompts:
+		return t.listPrompts(ctx)
 	}
 	return t.sayKey(ctx, "UNKNOWN_MENU_OPTION") // a custom action has no handler
 }
 
 func (t *turn) menuState(ctx context.Context) menu.State {
 	return menu.State{Authenticated: t.s.Authenticated, Configuring: t.s.State == store.StateMCPConfig,
-		Counts: t.e.counts(ctx, t.caller())}
+		Counts: t.e.counts(ctx, t.caller()), Prompts: t.e.hasPrompts(t.caller())}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -63,6 +65,10 @@ type Catalog struct {
 	Version uint64
 	// Tools are sorted by server, then name.
 	Tools []Tool
+	// Surfaces are the servers' prompts, resources, templates and skills, by server, as the
+	// last session of each listed them (for a user-controlled server, some user's session:
+	// what a user may do is listed again through their own, see [Pool.Surface]). Read only.
+	Surfaces map[string]Surface
 }
 
 // Server returns the tools of one server.
@@ -101,15 +107,17 @@ type catalog struct {
 	mu      sync.Mutex
 	version uint64
 	servers map[string][]Tool
-	owners  map[string]*entry
-	stale   map[string]bool // tools of a replaced entry, kept until its successor lists
-	snap    Catalog         // cached snapshot of the current version
-	changed chan struct{}   // closed (and replaced) on every version bump
+	// surfaces are the servers' listings besides tools (context.go), by server.
+	surfaces map[string]Surface
+	owners   map[string]*entry
+	stale    map[string]bool // tools of a replaced entry, kept until its successor lists
+	snap     Catalog         // cached snapshot of the current version
+	changed  chan struct{}   // closed (and replaced) on every version bump
 }
 
 func newCatalog() *catalog {
-	return &catalog{servers: make(map[string][]Tool), owners: make(map[string]*entry), stale: make(map[string]bool),
-		changed: make(chan struct{})}
+	return &catalog{servers: make(map[string][]Tool), surfaces: make(map[string]Surface), owners: make(map[string]*entry),
+		stale: make(map[string]bool), changed: make(chan struct{})}
 }
 
 // set replaces the tools of a server, when owner owns them, and bumps the version when they
@@ -158,7 +166,9 @@ func (c *catalog) drop(server string) bool {
 	defer c.mu.Unlock()
 	delete(c.owners, server)
 	delete(c.stale, server)
-	if _, had := c.servers[server]; !had {
+	_, hadSurface := c.surfaces[server]
+	delete(c.surfaces, server)
+	if _, had := c.servers[server]; !had && !hadSurface {
 		return false
 	}
 	delete(c.servers, server)
@@ -200,9 +210,25 @@ func (c *catalog) bumpLocked() {
 		all = append(all, ts...)
 	}
 	slices.SortFunc(all, compareTools)
-	c.snap = Catalog{Version: c.version, Tools: all}
+	c.snap = Catalog{Version: c.version, Tools: all, Surfaces: maps.Clone(c.surfaces)}
 	close(c.changed)
 	c.changed = make(chan struct{})
+}
+
+// setSurface replaces the listing besides tools of a server, when owner owns it, and bumps the
+// version when it differs.
+func (c *catalog) setSurface(server string, owner *entry, s Surface) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.owners[server] != owner {
+		return false
+	}
+	if old, had := c.surfaces[server]; had && reflect.DeepEqual(old, s) {
+		return false
+	}
+	c.surfaces[server] = s
+	c.bumpLocked()
+	return true
 }
 
 func (c *catalog) snapshot() (Catalog, <-chan struct{}) {

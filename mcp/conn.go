@@ -37,6 +37,8 @@ type conn struct {
 	obs      observer
 	tasks    taskProbe
 	refresh  chan struct{} // list_changed signals, buffered 1
+	// ctxRefresh signals that prompts or resources changed (list_changed), buffered 1.
+	ctxRefresh chan struct{}
 
 	mu       sync.Mutex
 	sess     *mcpsdk.ClientSession
@@ -52,10 +54,15 @@ type conn struct {
 	callMu      sync.Mutex
 	calls       map[string]*liveCall     // calls in flight, by progress token
 	completions map[string]chan struct{} // URL elicitations awaiting completion, by id
+
+	// ctx is what the slot knows of the server's prompts and resources (context.go).
+	ctxMu sync.Mutex
+	ctx   ctxState
 }
 
 func newConn(p *Pool, ent *entry, identity string, headers headerFunc, env []string) *conn {
-	return &conn{p: p, ent: ent, srv: ent.server(), identity: identity, headers: headers, env: env, refresh: make(chan struct{}, 1)}
+	return &conn{p: p, ent: ent, srv: ent.server(), identity: identity, headers: headers, env: env, refresh: make(chan struct{}, 1),
+		ctxRefresh: make(chan struct{}, 1)}
 }
 
 // server returns the server's current entry in the pack: the connection settings of c.srv, with
@@ -114,6 +121,7 @@ func (c *conn) session(ctx context.Context) (*mcpsdk.ClientSession, error) {
 	c.dialing = done
 	c.mu.Unlock()
 
+	c.resetContext()
 	sess, cancel, tools, err := c.dial(ctx)
 
 	c.mu.Lock()
@@ -158,6 +166,13 @@ func (c *conn) dial(ctx context.Context) (sess *mcpsdk.ClientSession, cancel fun
 		return nil, nil, nil, fmt.Errorf("list tools of MCP server %s: %w", c.srv.Name, classify(lctx, err, &c.obs))
 	}
 	tools, _ = admitAll(c.log(), c.server(), listed, c.p.maxTools, c.tasks.supportOf)
+	// Prompts and resources too (when the server declares them): menus read them from the
+	// catalog. A failed listing is tried again on the next use.
+	surf, serr := c.listSurface(lctx, sess)
+	if serr != nil {
+		c.log().Warn("MCP prompts or resources not listed", "error", serr)
+	}
+	c.setSurface(surf, serr == nil)
 	c.log().Info("MCP session open", "protocol", sess.InitializeResult().ProtocolVersion,
 		"tools", len(tools), "took", c.p.now().Sub(start))
 	return sess, cancel, tools, nil
@@ -178,6 +193,10 @@ func (c *conn) connect(ctx context.Context) (*mcpsdk.ClientSession, func(), erro
 			default:
 			}
 		},
+		// Prompts and resources are listed again on their next use (context.go).
+		PromptListChangedHandler:   func(context.Context, *mcpsdk.PromptListChangedRequest) { c.listChangedContext() },
+		ResourceListChangedHandler: func(context.Context, *mcpsdk.ResourceListChangedRequest) { c.listChangedContext() },
+		ResourceUpdatedHandler:     c.resourceUpdated,
 		// Servers may ask the person a call is made for (form and URL elicitation), and report
 		// progress; sampling is declared only where the pack allows it. No roots: packbot has
 		// no file system to share.
@@ -239,7 +258,8 @@ func (c *conn) list(ctx context.Context, sess *mcpsdk.ClientSession) ([]*mcpsdk.
 }
 
 // watch starts the two goroutines a live session owns: one notices the session's end, the other
-// refreshes the tool list on list_changed. Both stop when the session ends.
+// refreshes the tool list, and the prompts and resources, on list_changed. Both stop when the
+// session ends.
 func (c *conn) watch(sess *mcpsdk.ClientSession, ended chan struct{}, cancel func()) {
 	c.p.wg.Go(func() {
 		_ = sess.Wait()
@@ -262,6 +282,13 @@ func (c *conn) watch(sess *mcpsdk.ClientSession, ended chan struct{}, cancel fun
 				}
 				tools, _ := admitAll(c.log(), c.server(), listed, c.p.maxTools, c.tasks.supportOf)
 				c.p.listChanged(c, tools)
+			case <-c.ctxRefresh:
+				// Listed again now, so that menus follow; a use before this ends lists itself.
+				ctx, cancel := context.WithTimeout(context.Background(), c.timeout())
+				if _, err := c.surface(ctx, sess); err != nil {
+					c.log().Warn("MCP prompts and resources refresh failed", "error", err)
+				}
+				cancel()
 			}
 		}
 	})

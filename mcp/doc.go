@@ -9,6 +9,12 @@
 // with other tools, sends notifications/tools/list_changed, or (user-controlled) is first
 // discovered through a user's session.
 //
+// Prompts, resources, resource templates, skills (SEP-2640, skill://…/SKILL.md resources) and
+// completions go through the session a tool call of the same user would use ([Pool.Surface],
+// [Pool.GetPrompt], [Pool.ReadResource], [Pool.Complete]): listed when a session opens and again
+// after the server's list_changed, reads cached until the server reports a subscribed resource
+// updated ([Config.OnResourceUpdated]).
+//
 // [Pool.Call] tells three outcomes apart: a tool result (IsError set when the tool itself failed,
 // which the LLM should see), an error wrapping ErrUnreachable, ErrTimeout, ErrAuth (with the
 // server's challenge in an [AuthError]) or ErrProtocol, and ErrNeedsAuthentication when the user

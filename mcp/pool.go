@@ -65,6 +65,10 @@ type Config struct {
 	Stderr io.Writer
 	// Observer, when set, is told of each tool call that reaches a server (metrics, traces).
 	Observer Observer
+	// OnResourceUpdated, when set, is told of each resource a server reports updated (after
+	// the cached reads of it were dropped), with the identity of the session ("" for a shared
+	// one). It must not block.
+	OnResourceUpdated func(server, identity, uri string)
 
 	ClientName, ClientVersion string
 	// MaxUserSessions bounds the open per-user sessions; the least recently used idle one is
@@ -97,6 +101,7 @@ type Pool struct {
 	keyring       *secret.Keyring
 	auth          Authorizer
 	onRejected    func(identity, server string)
+	onUpdated     func(server, identity, uri string)
 
 	sampler Sampler
 	obs     Observer
@@ -124,7 +129,8 @@ func New(cfg Config) (*Pool, error) {
 		clientName: cfg.ClientName, clientVersion: cfg.ClientVersion,
 		maxUsers: cfg.MaxUserSessions, maxTools: cfg.MaxTools,
 		creds: cfg.Credentials, keyring: cfg.Keyring, auth: cfg.Authorizer, machine: cfg.Machine, onRejected: cfg.OnRejected, sampler: cfg.Sampler, obs: cfg.Observer,
-		cat: newCatalog(), users: make(map[userKey]*list.Element), lru: list.New(), runs: make(map[*runner]struct{}),
+		onUpdated: cfg.OnResourceUpdated,
+		cat:       newCatalog(), users: make(map[userKey]*list.Element), lru: list.New(), runs: make(map[*runner]struct{}),
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -156,6 +162,9 @@ func New(cfg Config) (*Pool, error) {
 	}
 	if p.onRejected == nil {
 		p.onRejected = func(string, string) {}
+	}
+	if p.onUpdated == nil {
+		p.onUpdated = func(string, string, string) {}
 	}
 	pl, err := p.plan(&serverSet{}, cfg.Servers, cfg.Machine)
 	if err != nil {

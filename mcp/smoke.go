@@ -26,6 +26,8 @@ type SmokeOptions struct {
 	Logger    *slog.Logger
 	// Environ is the base environment of a stdio server (see [Config]).
 	Environ []string
+	// Context asks for a prompt or a resource besides the listing (smoke_context.go).
+	Context SmokeContext
 }
 
 // SmokeStep is one timed step of a smoke test.
@@ -46,6 +48,8 @@ type SmokeReport struct {
 	// LeftOut are the listed tools packbot would not offer (within the allowlist), with why.
 	LeftOut []LeftOut
 	Call    *Result
+	// Context is the server's prompts, resources, templates and skills (smoke_context.go).
+	Context *SmokeSurface
 }
 
 // Smoke connects to one server as the pool would (same transport, headers, timeout), initializes,
@@ -107,6 +111,9 @@ func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, e
 	cancelList()
 	rep.Listed = len(listed)
 	rep.Tools, rep.LeftOut = admitAll(p.log, c.srv, listed, p.maxTools, c.tasks.supportOf)
+	if err := smokeContext(ctx, p.now, c, sess, o.Context, rep); err != nil {
+		return rep, err
+	}
 	if o.Tool == "" {
 		return rep, nil
 	}

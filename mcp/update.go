@@ -51,7 +51,8 @@ type UpdateReport struct {
 // A server's connection settings are every field of [packs.Server] that shapes how its sessions
 // are opened and authenticated: transport, url, command, args, env, headers, accessMode,
 // userConfig, authentication and sampling (and any field added later, until listed below). Its
-// policy fields are toolAccess, instructions, allowlist, timeoutMs and maxSessionIdleSeconds.
+// policy fields are toolAccess, promptAccess, resourceAccess, instructions, allowlist, timeoutMs
+// and maxSessionIdleSeconds.
 //
 //   - A server whose connection settings are unchanged is kept: its sessions (shared and per-user)
 //     stay open and calls in flight on them are unaffected; it takes its new value, so that
@@ -264,6 +265,7 @@ func sameConnection(a, b *packs.Server) bool {
 func connectionSettings(s *packs.Server) packs.Server {
 	c := *s
 	c.ToolAccess, c.Instructions, c.Allowlist = nil, "", nil
+	c.PromptAccess, c.ResourceAccess = nil, nil
 	c.TimeoutMs, c.MaxSessionIdleSeconds = 0, 0
 	if len(c.Args) == 0 {
 		c.Args = nil

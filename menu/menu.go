@@ -18,6 +18,8 @@ const (
 	ActionAbortConfig        = "abort-config"
 	ActionMyApprovalRequests = "my-approval-requests"
 	ActionPendingApprovals   = "pending-approvals"
+	// ActionPrompts lists the MCP prompts the user may use.
+	ActionPrompts = "prompts"
 )
 
 // visibleWhen values.
@@ -29,6 +31,7 @@ const (
 	VisibleNotConfiguring      = "notConfiguring"
 	VisibleHasApprovalRequests = "hasApprovalRequests"
 	VisibleHasPendingApprovals = "hasPendingApprovals"
+	VisibleHasPrompts          = "hasPrompts"
 )
 
 // Badge names.
@@ -46,6 +49,8 @@ type Capabilities struct {
 	MCPConfig bool
 	// Approvals: the pack has approval policies and the bot runs approvals.
 	Approvals bool
+	// Prompts: the bot can run MCP prompts (it has an LLM and MCP servers).
+	Prompts bool
 }
 
 // Counts are the badge counts of one user.
@@ -63,6 +68,8 @@ type State struct {
 	// Name is the display name shown in the status line (the identity when there is none).
 	Name   string
 	Counts Counts
+	// Prompts: the user may use at least one MCP prompt.
+	Prompts bool
 }
 
 // Menu is a pack's menu definition. It is immutable and safe for concurrent use.
@@ -73,8 +80,9 @@ type Menu struct {
 }
 
 // New returns the menu of p: its items, plus the built-in items a deployment needs that the pack
-// does not list — mcp-config and abort-config when users can configure MCP credentials, the two
-// approval lists (with their badges) when the pack has approval policies. A pack without items
+// does not list — mcp-config and abort-config when users can configure MCP credentials, prompts
+// (shown to users who may use one) when the bot can run MCP prompts, the two approval lists
+// (with their badges) when the pack has approval policies. A pack without items
 // gets authenticate and logout too. Items show only while they can be used.
 func New(p *packs.Pack, caps Capabilities) *Menu {
 	items := slices.Clone(p.Flows.Menu.Items)
@@ -92,6 +100,9 @@ func New(p *packs.Pack, caps Capabilities) *Menu {
 	if caps.MCPConfig {
 		ensure(packs.MenuItem{ID: ActionMCPConfig, Action: ActionMCPConfig, VisibleWhen: VisibleNotConfiguring})
 		ensure(packs.MenuItem{ID: ActionAbortConfig, Action: ActionAbortConfig, VisibleWhen: VisibleConfiguring})
+	}
+	if caps.Prompts {
+		ensure(packs.MenuItem{ID: ActionPrompts, Action: ActionPrompts, VisibleWhen: VisibleHasPrompts})
 	}
 	if caps.Approvals {
 		ensure(packs.MenuItem{ID: ActionMyApprovalRequests, Action: ActionMyApprovalRequests, VisibleWhen: VisibleHasApprovalRequests, Badge: BadgeApprovalRequestCount})
@@ -129,6 +140,10 @@ func (m *Menu) Visible(it packs.MenuItem, s State) bool {
 		if !s.Configuring {
 			return false
 		}
+	case ActionPrompts:
+		if !m.caps.Prompts || !s.Prompts {
+			return false
+		}
 	}
 	switch it.VisibleWhen {
 	case VisibleAuthenticated:
@@ -143,6 +158,8 @@ func (m *Menu) Visible(it packs.MenuItem, s State) bool {
 		return s.Authenticated && s.Counts.ApprovalRequests > 0
 	case VisibleHasPendingApprovals:
 		return s.Authenticated && s.Counts.PendingApprovals > 0
+	case VisibleHasPrompts:
+		return s.Prompts
 	}
 	return true // always, absent
 }

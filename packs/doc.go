@@ -1,6 +1,6 @@
 // Package packs loads agent packs: the one file (agent-pack.yaml, .yml or .json) in which a
 // deployer describes an agent — texts per language, LLM, flows, menu, MCP servers and who may
-// use which tool. Hologram packs load unchanged.
+// use which tool, prompt and resource. Hologram packs load unchanged.
 //
 // [Load] finds the pack (the --pack flag, AGENT_PACK_PATH, ./agent-packs, else the embedded
 // demo), expands ${NAME} and ${NAME:-default} placeholders from the environment it is given,

@@ -152,6 +152,10 @@ type Server struct {
 	AccessMode string            `yaml:"accessMode"`
 	UserConfig *UserConfig       `yaml:"userConfig"`
 	ToolAccess *ToolAccess       `yaml:"toolAccess"`
+	// PromptAccess and ResourceAccess (packbot extensions, context.go) say who may use the
+	// server's prompts and read its resources (skills included).
+	PromptAccess   *PromptAccess   `yaml:"promptAccess"`
+	ResourceAccess *ResourceAccess `yaml:"resourceAccess"`
 
 	// packbot extensions
 	Enabled               bool        `yaml:"enabled"`

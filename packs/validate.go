@@ -16,8 +16,8 @@ var (
 	Providers       = []string{"openai", "anthropic", "ollama"}
 	Transports      = []string{TransportStreamableHTTP, TransportSSE, TransportStdio}
 	AccessModes     = []string{AdminControlled, UserControlled}
-	MenuActions     = []string{"authenticate", "logout", "mcp-config", "abort-config", "my-approval-requests", "pending-approvals"}
-	VisibleWhen     = []string{"always", "authenticated", "unauthenticated", "configuring", "notConfiguring", "hasApprovalRequests", "hasPendingApprovals"}
+	MenuActions     = []string{"authenticate", "logout", "mcp-config", "abort-config", "my-approval-requests", "pending-approvals", "prompts"}
+	VisibleWhen     = []string{"always", "authenticated", "unauthenticated", "configuring", "notConfiguring", "hasApprovalRequests", "hasPendingApprovals", "hasPrompts"}
 	Badges          = []string{"approvalRequestCount", "pendingApprovalCount"}
 	CredentialForms = []string{"jsonld", "jwt"}
 	FieldTypes      = []string{FieldText, FieldSecret}
@@ -231,6 +231,12 @@ func (v *validator) server(path string, s *Server) {
 	}
 	if s.ToolAccess != nil {
 		v.toolAccess(joinPath(path, "toolAccess"), s)
+	}
+	if s.PromptAccess != nil {
+		v.promptAccess(joinPath(path, "promptAccess"), s.PromptAccess)
+	}
+	if s.ResourceAccess != nil {
+		v.resourceAccess(joinPath(path, "resourceAccess"), s)
 	}
 	if s.Sampling != nil && (s.Sampling.MaxTokens < 0 || s.Sampling.MaxTokens > 100_000) {
 		v.errorf(joinPath(path, "sampling.maxTokens"), "must be between 1 and 100000 (0 or absent: %d), not %d", DefaultSamplingMaxTokens, s.Sampling.MaxTokens)

@@ -1,6 +1,8 @@
 // Package rbac decides who may call which MCP tool: for a caller (identity, display name,
 // roles), a server and a tool it returns ALLOW, DENY or APPROVAL (with the approval policy, and
-// whether the caller may approve their own call), following rbac-approvals.md. It also parses
+// whether the caller may approve their own call), following rbac-approvals.md; and, with the
+// same role semantics and no approvals, who may use which prompt and read which resource
+// ([Engine.DecidePrompt], [Engine.DecideResource], [Engine.DecideTemplate]). It also parses
 // the roles attribute of a credential and explains a pack for a role set (`packbot pack
 // explain`).
 //

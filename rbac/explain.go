@@ -20,6 +20,11 @@ type ServerReport struct {
 	Tools []ToolReport
 	// Others is the decision for any tool the server offers that the pack does not name.
 	Others Decision
+	// Prompts and Resources are the prompts and resource entries (URIs, templates, prefixes)
+	// the server's promptAccess and resourceAccess name, sorted, each with its decision;
+	// OtherPrompts and OtherResources the decision for those they do not name.
+	Prompts, Resources           []ToolReport
+	OtherPrompts, OtherResources Decision
 }
 
 // Explain returns, per server of the pack, the decision for every tool the pack names and for
@@ -32,6 +37,7 @@ func (e *Engine) Explain(c Caller) []ServerReport {
 		for _, t := range namedTools(s) {
 			r.Tools = append(r.Tools, ToolReport{Tool: t, Decision: e.decide(c, s, t)})
 		}
+		e.explainContext(c, s, &r)
 		out = append(out, r)
 	}
 	return out

@@ -58,11 +58,13 @@ type Engine struct {
 	pack    *packs.Pack
 	admins  map[string]bool
 	avatars map[string]bool
+	// rules are the compiled resourceAccess entries, by server and entry (context.go).
+	rules map[string]map[string]packs.ResourceRule
 }
 
 // New returns the engine for a loaded pack.
 func New(p *packs.Pack) *Engine {
-	e := &Engine{pack: p, admins: make(map[string]bool), avatars: make(map[string]bool)}
+	e := &Engine{pack: p, admins: make(map[string]bool), avatars: make(map[string]bool), rules: compileRules(p)}
 	for _, u := range p.Flows.Authentication.AdminUsers {
 		if id := NormalizeIdentity(u); id != "" {
 			e.admins[id] = true

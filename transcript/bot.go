@@ -76,6 +76,9 @@ type world struct {
 	logPath string
 	// offset moves the approvals' clock (expiry).
 	offset atomic.Int64
+	// updated receives each resource URI the pool's servers reported updated.
+	updated chan string
+	pool    *mcp.Pool
 	// stop stops the bot, the pool and the channel; safe to call more than once.
 	stop func()
 }
@@ -107,7 +110,7 @@ func (l *llmQueue) answer(r agenttest.Request) agenttest.Response {
 // newWorld builds the bot on ch and runs it (with ch) until the test ends.
 func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, openStore func(testing.TB) store.Store, elicitTimeout time.Duration) *world {
 	t.Helper()
-	w := &world{t: t, queue: &llmQueue{}}
+	w := &world{t: t, queue: &llmQueue{}, updated: make(chan string, 64)}
 	ctx := context.Background()
 	if openStore == nil {
 		openStore = openSQLite
@@ -163,10 +166,17 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 	if err != nil {
 		t.Fatalf("open the scripted model: %v", err)
 	}
-	pool, err := mcp.New(mcp.Config{Servers: p.MCP.Servers, Credentials: st, Keyring: kr, Logger: log, Sampler: flows.NewSampler(model)})
+	pool, err := mcp.New(mcp.Config{Servers: p.MCP.Servers, Credentials: st, Keyring: kr, Logger: log, Sampler: flows.NewSampler(model),
+		OnResourceUpdated: func(_, _, uri string) {
+			select {
+			case w.updated <- uri:
+			default: // nobody waits for it
+			}
+		}})
 	if err != nil {
 		t.Fatalf("open the MCP pool: %v", err)
 	}
+	w.pool = pool
 	if w.cat, err = i18n.New(p); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +209,54 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 	w.waitTools(t, pool, "bank")
 	w.waitTools(t, pool, "payments")
 	w.waitTools(t, pool, "records")
+	w.waitTools(t, pool, "hollyhr")
 	return w
+}
+
+// remove removes a prompt or a resource from the HR server and waits until the bot's pool listed
+// the server again without it (after the server's list_changed).
+func (w *world) remove(ctx context.Context, what, name string) error {
+	if what == "prompt" {
+		w.records.RemovePrompts(name)
+	} else {
+		w.records.RemoveResources(name)
+	}
+	for {
+		cat, changed := w.pool.Catalog()
+		s := cat.Surfaces["hollyhr"]
+		_, hasPrompt := s.Prompt(name)
+		_, hasResource := s.Resource(name)
+		if !hasPrompt && !hasResource {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("the bot still lists %s %s: %w", what, name, ctx.Err())
+		}
+	}
+}
+
+// updateResource changes one of the HR server's documents and waits until the bot's pool heard
+// of it (the notification travels on the session's stream; the next turn must read the new
+// text).
+func (w *world) updateResource(ctx context.Context, uri, text string) error {
+	for len(w.updated) > 0 {
+		<-w.updated
+	}
+	if err := w.records.UpdateResource(ctx, uri, text); err != nil {
+		return err
+	}
+	for {
+		select {
+		case got := <-w.updated:
+			if got == uri {
+				return nil
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("the bot never heard that %s was updated: %w", uri, ctx.Err())
+		}
+	}
 }
 
 // stats are the executions and tool errors of the demo servers, by tool.

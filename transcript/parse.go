@@ -40,6 +40,10 @@ const (
 	LLMMaxTokens                       // llm: max-tokens N
 	ToolErrors                         // errors: tool=n…
 	LogsLack                           // logs: never "text"
+	LLMMessage                         // llm: message "text"
+	LLMLacks                           // llm: lacks "text"
+	ResourceUpdate                     // update: URI "text"
+	ServerRemove                       // remove: prompt NAME | remove: resource URI
 )
 
 // GreetingKey names the pack's greeting in a transcript; its argument name= is the user's name.
@@ -64,8 +68,9 @@ type Step struct {
 	Wallet string
 	// Text is the text sent (Send), the option id (Select), the language (Profile, Connect),
 	// the model's text (LLMSay), the tool's JSON arguments (LLMCall), the variable's name
-	// (LLMCapture) or the text the log never holds (LogsLack). In Send and LLMCall, $name is a
-	// captured value.
+	// (LLMCapture), the text the log never holds (LogsLack), the text looked for in the model's
+	// request (LLMSystem, LLMMessage, LLMLacks) or the resource's URI (ResourceUpdate). In Send
+	// and LLMCall, $name is a captured value.
 	Text string
 	// Tool is the tool the model calls (LLMCall).
 	Tool string
@@ -77,8 +82,8 @@ type Step struct {
 	Parts  []Message
 	Menu   []MenuItem
 	Claims map[string]string
-	// Names are the tools offered (LLMTools), the decision and outcome (Audit) or the JSON
-	// path of the captured value (LLMCapture).
+	// Names are the tools offered (LLMTools), the decision and outcome (Audit), the JSON path
+	// of the captured value (LLMCapture) or the resource's new text (ResourceUpdate).
 	Names []string
 	// Advance is how far the approvals' clock moves (Clock).
 	Advance time.Duration
@@ -240,6 +245,21 @@ func (p *parser) line(n int, line string) error {
 		return nil
 	case "world:":
 		return p.world(rest)
+	case "remove:":
+		what, name, _ := strings.Cut(rest, " ")
+		if (what != "prompt" && what != "resource") || strings.TrimSpace(name) == "" {
+			return fmt.Errorf("remove: want prompt NAME or resource URI, got %q", rest)
+		}
+		p.add(Step{Line: n, Kind: ServerRemove, Tool: what, Text: strings.TrimSpace(name)})
+		return nil
+	case "update:":
+		uri, lit, _ := strings.Cut(rest, " ")
+		text, err := strconv.Unquote(strings.TrimSpace(lit))
+		if uri == "" || err != nil {
+			return fmt.Errorf("update: want URI \"text\", got %q", rest)
+		}
+		p.add(Step{Line: n, Kind: ResourceUpdate, Text: uri, Names: []string{text}})
+		return nil
 	}
 	if m, ok := strings.CutPrefix(rest, "menu:"); ok && nameRE.MatchString(head) {
 		if err := p.known(head); err != nil {
@@ -259,7 +279,7 @@ func (p *parser) line(n int, line string) error {
 	}
 	sub := actorRE.FindStringSubmatch(line)
 	if sub == nil {
-		return fmt.Errorf("unknown step %q: want connect, login, world:, llm:, clock:, calls:, errors:, audit:, logs:, or a wallet name with >, <, <~, ?, ?~, : (or \"menu:\") after it", head)
+		return fmt.Errorf("unknown step %q: want connect, login, world:, update:, remove:, llm:, clock:, calls:, errors:, audit:, logs:, or a wallet name with >, <, <~, ?, ?~, : (or \"menu:\") after it", head)
 	}
 	who, op, arg := sub[1], sub[2], strings.TrimSpace(sub[3])
 	if err := p.known(who); err != nil {
@@ -434,12 +454,13 @@ func (p *parser) llm(n int, arg string) error {
 		p.add(Step{Line: n, Kind: LLMSay, Text: s})
 	case "tools":
 		p.add(Step{Line: n, Kind: LLMTools, Names: strings.Fields(rest)})
-	case "system":
+	case "system", "message", "lacks":
 		s, err := strconv.Unquote(rest)
 		if err != nil {
-			return fmt.Errorf("llm: system: want a quoted text, got %q", rest)
+			return fmt.Errorf("llm: %s: want a quoted text, got %q", verb, rest)
 		}
-		p.add(Step{Line: n, Kind: LLMSystem, Text: s})
+		kind := map[string]Kind{"system": LLMSystem, "message": LLMMessage, "lacks": LLMLacks}[verb]
+		p.add(Step{Line: n, Kind: kind, Text: s})
 	case "result":
 		who, m, _ := strings.Cut(rest, " ")
 		if err := p.known(who); err != nil {
@@ -464,7 +485,7 @@ func (p *parser) llm(n int, arg string) error {
 		}
 		p.add(Step{Line: n, Kind: LLMMaxTokens, N: v})
 	default:
-		return fmt.Errorf("unknown llm step %q: want call, say, tools, system, result, capture or max-tokens", verb)
+		return fmt.Errorf("unknown llm step %q: want call, say, tools, system, message, lacks, result, capture or max-tokens", verb)
 	}
 	return nil
 }

@@ -233,6 +233,12 @@ func (r *runner) step(ctx context.Context, st Step) error {
 		if !strings.Contains(req.System(), st.Text) {
 			return fmt.Errorf("the model's system prompt %q lacks %q", req.System(), st.Text)
 		}
+	case LLMMessage, LLMLacks:
+		return r.llmHolds(st)
+	case ResourceUpdate:
+		return r.w.updateResource(ctx, st.Text, st.Names[0])
+	case ServerRemove:
+		return r.w.remove(ctx, st.Tool, st.Text)
 	case Clock:
 		r.w.offset.Add(int64(st.Advance))
 		r.w.appr.Sweep(ctx)
@@ -462,6 +468,31 @@ func (r *runner) lastRequest() (agenttest.Request, error) {
 		return agenttest.Request{}, errors.New("the model got no request")
 	}
 	return reqs[len(reqs)-1], nil
+}
+
+// llmHolds checks that a message of the model's last request other than the system prompt holds
+// the step's text (LLMMessage), or that no message holds it, the system prompt included
+// (LLMLacks).
+func (r *runner) llmHolds(st Step) error {
+	req, err := r.lastRequest()
+	if err != nil {
+		return err
+	}
+	for _, m := range req.Messages {
+		if !strings.Contains(m.Content, st.Text) {
+			continue
+		}
+		if st.Kind == LLMLacks {
+			return fmt.Errorf("the model's last request has %q in a %s message: %q", st.Text, m.Role, m.Content)
+		}
+		if m.Role != "system" && m.Role != "developer" {
+			return nil
+		}
+	}
+	if st.Kind == LLMLacks {
+		return nil
+	}
+	return fmt.Errorf("no message of the model's last request (but the system prompt) holds %q: %+v", st.Text, req.Messages)
 }
 
 // llmResult checks the last tool result the model got.

@@ -41,18 +41,23 @@ type smokeOptions struct {
 	call    string
 	args    string
 	signIn  signInOptions
+	context smokeContextOptions // --get-prompt, --read (mcp_context.go)
 }
 
 func newMCPSmokeCmd(a *app) *cobra.Command {
 	var o smokeOptions
 	cmd := &cobra.Command{
 		Use:   "smoke",
-		Short: "Connect to one MCP server of a pack: initialize, list tools, optionally call one",
+		Short: "Connect to one MCP server of a pack: initialize, list tools, prompts and resources, optionally call one",
 		Long: `Connect to one MCP server of a pack with the pack's transport, URL or command, headers and
 timeout; initialize, list every tool (name, description, input schema summary) and optionally
 call one. Prints the negotiated protocol version and the time of each step. Exits 1 with the
 reason in plain words when the server cannot be reached, refuses the credentials (the
 WWW-Authenticate challenge is shown), or does not speak MCP.
+
+It also lists the server's prompts (with their arguments, * marking required ones), resources,
+resource templates and skills; --get-prompt NAME gets a prompt with --args as its arguments,
+--read URI reads a resource, and prints what came back.
 
 The pack is found as 'serve' finds it (--pack, AGENT_PACK_PATH, ./agent-packs, the embedded
 demo). For a user-controlled server, give the user's credentials with --header.
@@ -66,6 +71,8 @@ sealed under MCP_CONFIG_ENCRYPTION_KEY, for the next run, which then needs no br
 		Example: `  packbot mcp smoke --server bank
   packbot mcp smoke --pack packs/wise-corporate --server wise --header "Authorization=Bearer $TOKEN"
   packbot mcp smoke --server bank --call get_exchange_rate --args '{"from":"EUR","to":"USD"}'
+  packbot mcp smoke --server hr --get-prompt review_prepared_write --args '{"operation":"update_person"}'
+  packbot mcp smoke --server hr --read hollyhr://guides/safe-write-workflow
   packbot mcp smoke --pack my-pack.yaml --server notes --data-dir ~/.packbot-smoke`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -81,6 +88,7 @@ sealed under MCP_CONFIG_ENCRYPTION_KEY, for the next run, which then needs no br
 	f.StringVar(&o.call, "call", "", "tool to call after listing")
 	f.StringVar(&o.args, "args", "{}", "JSON object of arguments for --call")
 	o.signIn.bind(f)
+	o.context.bind(f)
 	return cmd
 }
 
@@ -103,6 +111,10 @@ func runMCPSmoke(ctx context.Context, a *app, o smokeOptions) error {
 			return fmt.Errorf("--header %q: use NAME=VALUE", h)
 		}
 		headers[http.CanonicalHeaderKey(strings.TrimSpace(k))] = v
+	}
+	sc, err := o.context.options(o.call, o.args)
+	if err != nil {
+		return err
 	}
 	w := a.stdout
 	fmt.Fprintf(w, "server %s: %s %s\n", srv.Name, srv.Transport, target(srv))
@@ -135,7 +147,7 @@ func runMCPSmoke(ctx context.Context, a *app, o smokeOptions) error {
 		}
 	}
 
-	so := mcp.SmokeOptions{Headers: headers, Tool: o.call, Arguments: json.RawMessage(o.args), Logger: a.logger}
+	so := mcp.SmokeOptions{Headers: headers, Tool: o.call, Arguments: json.RawMessage(o.args), Logger: a.logger, Context: sc}
 	rep, err := mcp.Smoke(ctx, srv, so)
 	var aerr *mcp.AuthError
 	if signIn != nil && from != oauth.FromBrowser && errors.As(err, &aerr) && aerr.Status == http.StatusUnauthorized {
@@ -147,6 +159,7 @@ func runMCPSmoke(ctx context.Context, a *app, o smokeOptions) error {
 		rep, err = mcp.Smoke(ctx, srv, so)
 	}
 	printSmoke(w, rep)
+	printSmokeContext(w, rep)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "FAILED: %s\n", smokeReason(err, srv))
 		return exitError{code: 1}

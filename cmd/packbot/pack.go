@@ -109,11 +109,12 @@ func newPackExplainCmd(a *app) *cobra.Command {
 	var o explainOptions
 	cmd := &cobra.Command{
 		Use:   "explain [PATH]",
-		Short: "Print, per MCP server, the tools a caller gets and which need approval by whom",
+		Short: "Print, per MCP server, the tools, prompts and resources a caller gets and which tools need approval by whom",
 		Long: `Explain applies the pack's access rules (rbac-approvals.md) to one caller: for each MCP
 server, the tools the pack names that the caller may use, which of them need approval and by
 which roles (or run at once because the caller may approve them), and what happens to tools the
-pack does not name. Without --roles, --identity and --name the caller is an unauthenticated
+pack does not name; and the prompts and resources (skills included) its promptAccess and
+resourceAccess let the caller use. Without --roles, --identity and --name the caller is an unauthenticated
 guest (role "guest").`,
 		Example: `  packbot pack explain packs/wise-corporate --roles employee,finance
   packbot pack explain packs/wise-corporate --identity cto@acme.corp
@@ -151,6 +152,12 @@ type explainServer struct {
 	Enabled    bool          `json:"enabled"`
 	Tools      []explainTool `json:"tools"`
 	Others     explainTool   `json:"others"`
+	// Prompts and Resources are the prompts and resources (skills included) the pack names for
+	// the server, OtherPrompts and OtherResources the decision for the others (pack_context.go).
+	Prompts        []explainTool `json:"prompts"`
+	Resources      []explainTool `json:"resources"`
+	OtherPrompts   explainTool   `json:"otherPrompts"`
+	OtherResources explainTool   `json:"otherResources"`
 	// NotOffered (with --connect) are the tools the server lists that packbot does not offer.
 	NotOffered []explainTool `json:"notOffered,omitempty"`
 	// Connect (with --connect) says why the server could not be listed, or was not contacted.
@@ -190,6 +197,7 @@ func runPackExplain(ctx context.Context, a *app, path string, o explainOptions) 
 			}
 		}
 		sort.SliceStable(s.Tools, func(i, j int) bool { return effectRank(s.Tools[i].Effect) < effectRank(s.Tools[j].Effect) })
+		explainContext(&s, r, o.all)
 		if o.connect {
 			s.NotOffered, s.Connect = notOffered(ctx, a, *r.Server)
 		}
@@ -267,6 +275,7 @@ func printExplain(w io.Writer, out explainOutput) error {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\n", strings.ToUpper(t.Effect), t.Tool, describeTool(t, out.Roles))
 		}
 		fmt.Fprintf(tw, "  other tools the server offers: %s (%s)\n", strings.ToUpper(s.Others.Effect), s.Others.Reason)
+		printContext(tw, s)
 		for _, t := range s.NotOffered {
 			fmt.Fprintf(tw, "  NOT OFFERED\t%s\t%s\n", t.Tool, t.Reason)
 		}

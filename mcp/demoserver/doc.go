@@ -19,6 +19,10 @@
 //	}
 //	return srv.RunHTTP(ctx, ln) // or srv.RunStdio(ctx, os.Stdin, os.Stdout)
 //
+// With Options.Writes it also serves the HollyHR-shaped writes (prepare, then commit after the
+// user's approval through elicitation) and the endpoint's read-only resources, resource template,
+// skill and prompts, with completions and subscriptions ([Server.UpdateResource]).
+//
 // Tests add and remove tools at run time ([Server.AddTool], [Server.RemoveTools]) to check
 // that clients follow notifications/tools/list_changed.
 package demoserver

@@ -39,7 +39,8 @@ type Options struct {
 	// stream). SSE is the same in both.
 	Stateless bool
 	// Writes adds tools shaped like the HollyHR endpoint's writes (prepare_api_write,
-	// commit_api_write, request_time_off), which ask the user through form elicitation.
+	// commit_api_write, request_time_off), which ask the user through form elicitation, and
+	// its read-only resources and prompts (docs.go).
 	Writes bool
 }
 
@@ -52,6 +53,8 @@ type Server struct {
 	ledger *Ledger
 	mcp    *mcp.Server
 	stats  *stats
+	// docs are the HR documents and prompts published with the writes (docs.go); nil without.
+	docs *docs
 
 	mu    sync.Mutex
 	tools map[string]bool
@@ -87,17 +90,23 @@ func New(opts *Options) *Server {
 		tools:  map[string]bool{},
 	}
 	s.stats = newStats(s.now().UTC())
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: o.Name, Title: "packbot demo bank", Version: o.Version}, &mcp.ServerOptions{
+	sopts := &mcp.ServerOptions{
 		Instructions: "A demo bank ledger with two profiles (acme-treasury, business; alex-morgan, personal), " +
 			"balances in EUR, USD and GBP, saved recipients and fixed exchange rates. Amounts are in major units " +
 			"with at most two decimals. Look things up with the list_ and get_ tools before acting; " +
 			"send_money moves funds and create_invoice records an invoice.",
 		Logger:       sdkLogger(o.Logger),
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-	})
+	}
+	if o.Writes {
+		s.docs = newDocs()
+		s.docs.options(sopts)
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: o.Name, Title: "packbot demo bank", Version: o.Version}, sopts)
 	s.registerBuiltins()
 	if o.Writes {
 		s.registerWrites()
+		s.registerDocs()
 	}
 	return s
 }
