@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,8 @@ const (
 	envWebhookAddr   = "PACKBOT_WEBHOOK_ADDR"
 	envAdminAddr     = "PACKBOT_ADMIN_ADDR"
 	envWebhookSecret = "PACKBOT_WEBHOOK_SECRET"
+	// envWebhookOpen lets the VS Agent's webhooks listen beyond loopback without a secret.
+	envWebhookOpen = "PACKBOT_WEBHOOK_ALLOW_UNAUTHENTICATED"
 )
 
 // defaultHTTPAddr is where serve listens when neither --http nor PACKBOT_HTTP_ADDR says.
@@ -34,6 +37,8 @@ type endpoint struct {
 	mux    *http.ServeMux
 	srv    *http.Server
 	served bool // ln is the server's to close
+	// check, when set, vets the address the listener is bound to: an error closes it.
+	check func(e *endpoint) error
 }
 
 // listen opens the endpoint's listener, with the connection cap.
@@ -43,6 +48,11 @@ func (e *endpoint) listen(ctx context.Context) error {
 		return fmt.Errorf("listen on %s (set %s): %w", e.addr, e.setBy, err)
 	}
 	e.ln = limitListener(ln, defaultHTTPLimits().MaxConns)
+	if e.check != nil {
+		if err := e.check(e); err != nil {
+			return errors.Join(err, e.ln.Close())
+		}
+	}
 	return nil
 }
 
@@ -127,17 +137,49 @@ func webhookSecret(a *app) (string, error) {
 	return v, nil
 }
 
-// warnOpenWebhooks warns when the VS Agent's webhooks listen beyond loopback without a secret:
-// whoever reaches the port can post events as any connection.
+// webhookGuard is the check of the VS Agent's webhooks listener: without a secret, it must be
+// bound to loopback, unless the deployer allowed it (PACKBOT_WEBHOOK_ALLOW_UNAUTHENTICATED):
+// whoever reaches the port could post events as any connection, a forged proof submission
+// logging them in as anyone.
+func webhookGuard(secret string, allowOpen bool) func(*endpoint) error {
+	return func(e *endpoint) error {
+		if secret != "" || allowOpen || onLoopback(e.ln.Addr()) {
+			return nil
+		}
+		return fmt.Errorf("the VS Agent's webhooks would listen on %s, beyond loopback, without %s: anyone who reaches it could post "+
+			"events as any connection, and log in as anyone with a forged proof (fix: set %s, and EVENTS_BASE_URL=http://<packbot>/hooks/<secret> "+
+			"on the VS Agent; or set %s to a loopback address; or, when a private network keeps everyone but the VS Agent out, set %s=true)",
+			e.ln.Addr(), envWebhookSecret, envWebhookSecret, e.setBy, envWebhookOpen)
+	}
+}
+
+// onLoopback reports whether addr is a loopback address.
+func onLoopback(addr net.Addr) bool {
+	host, _, err := net.SplitHostPort(addr.String())
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
+}
+
+// webhookOpen is PACKBOT_WEBHOOK_ALLOW_UNAUTHENTICATED, checked.
+func webhookOpen(a *app) (bool, error) {
+	v := a.getenv(envWebhookOpen)
+	if v == "" {
+		return false, nil
+	}
+	allow, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s=%q: want true or false", envWebhookOpen, v)
+	}
+	return allow, nil
+}
+
+// warnOpenWebhooks warns when the VS Agent's webhooks listen beyond loopback without a secret
+// (the deployer allowed it): whoever reaches the port can post events as any connection.
 func warnOpenWebhooks(ctx context.Context, log *slog.Logger, webhooks *endpoint, secret string) {
-	if secret != "" {
+	if secret != "" || onLoopback(webhooks.ln.Addr()) {
 		return
 	}
-	host, _, err := net.SplitHostPort(webhooks.ln.Addr().String())
-	if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsLoopback() {
-		return
-	}
-	log.WarnContext(ctx, "VS Agent webhooks listen on a non-loopback address without a secret: anyone who reaches it can post events as any connection",
+	log.WarnContext(ctx, "VS Agent webhooks listen on a non-loopback address without a secret ("+envWebhookOpen+"): anyone who reaches it can post events as any connection",
 		slog.String("addr", webhooks.ln.Addr().String()),
 		slog.String("fix", "set "+envWebhookSecret+" (and EVENTS_BASE_URL=http://<packbot>/hooks/<secret> on the VS Agent), or "+envWebhookAddr+" to a private address"))
 }

@@ -229,16 +229,58 @@ func TestServeListenersAndSecret(t *testing.T) {
 	}
 }
 
-// TestServeWarnsOfOpenWebhooks: webhooks on all interfaces without a secret are a warning at
-// start, with the fix.
-func TestServeWarnsOfOpenWebhooks(t *testing.T) {
+// TestServeRefusesOpenWebhooks: on the vsagent channel, serve refuses to start when the VS
+// Agent's webhooks would listen beyond loopback without a secret (on a listener of their own,
+// or on the public one they share), naming the listener's setting and each fix; a secret, or
+// PACKBOT_WEBHOOK_ALLOW_UNAUTHENTICATED=true, lets it start (the latter with a warning); a
+// value of that setting that is not a boolean stops serve.
+func TestServeRefusesOpenWebhooks(t *testing.T) {
+	serve := func(env map[string]string) (int, string) {
+		t.Helper()
+		env["VS_AGENT_ADMIN_URL"], env["PACKBOT_DATA_DIR"] = "http://vs-agent.invalid", t.TempDir()
+		code, _, errOut := cli(t, env, "serve")
+		return code, errOut
+	}
+	for _, c := range []struct {
+		name  string
+		env   map[string]string
+		setBy string
+	}{
+		{"own listener", map[string]string{envHTTPAddr: "127.0.0.1:0", envWebhookAddr: "0.0.0.0:0"}, envWebhookAddr},
+		{"public listener", map[string]string{envHTTPAddr: "0.0.0.0:0"}, "--http or " + envHTTPAddr},
+		{"allowed: false", map[string]string{envHTTPAddr: "0.0.0.0:0", envWebhookOpen: "false"}, "--http or " + envHTTPAddr},
+	} {
+		code, errOut := serve(c.env)
+		if code != 1 || !strings.Contains(errOut, "beyond loopback, without "+envWebhookSecret) {
+			t.Errorf("%s: exit %d: %s", c.name, code, errOut)
+		}
+		for _, fix := range []string{"set " + envWebhookSecret, "EVENTS_BASE_URL=http://<packbot>/hooks/<secret>", "set " + c.setBy + " to a loopback address",
+			"set " + envWebhookOpen + "=true"} {
+			if !strings.Contains(errOut, fix) {
+				t.Errorf("%s: the refusal does not say %q: %s", c.name, fix, errOut)
+			}
+		}
+	}
+	if code, errOut := serve(map[string]string{envHTTPAddr: "0.0.0.0:0", envWebhookOpen: "maybe"}); code != 1 ||
+		!strings.Contains(errOut, envWebhookOpen+`="maybe": want true or false`) {
+		t.Errorf("a setting that is not a boolean: exit %d: %s", code, errOut)
+	}
+
+	// Allowed: serve runs, and warns.
 	admin := newVSAdmin(t)
 	p := startPackbot(t, t.TempDir(), []string{"PACKBOT_HTTP_ADDR=127.0.0.1:0", "PACKBOT_WEBHOOK_ADDR=0.0.0.0:0",
-		"VS_AGENT_ADMIN_URL=" + admin.URL}, "serve")
+		envWebhookOpen + "=true", "VS_AGENT_ADMIN_URL=" + admin.URL}, "serve")
 	p.waitServing(t)
-	p.waitLog(t, "VS Agent webhooks listen on a non-loopback address without a secret")
-	if !strings.Contains(p.output(), "PACKBOT_WEBHOOK_SECRET") {
+	p.waitLog(t, "VS Agent webhooks listen on a non-loopback address without a secret ("+envWebhookOpen+")")
+	if !strings.Contains(p.output(), "fix=\"set PACKBOT_WEBHOOK_SECRET") {
 		t.Fatalf("the warning gives no fix:\n%s", p.output())
+	}
+	// With a secret: no refusal, no warning.
+	p = startPackbot(t, t.TempDir(), []string{"PACKBOT_HTTP_ADDR=127.0.0.1:0", "PACKBOT_WEBHOOK_ADDR=0.0.0.0:0",
+		envWebhookSecret + "=" + hooksSecret, "VS_AGENT_ADMIN_URL=" + admin.URL}, "serve")
+	p.waitServing(t)
+	if strings.Contains(p.output(), "without a secret") {
+		t.Errorf("warned of open webhooks with a secret:\n%s", p.output())
 	}
 }
 

@@ -88,6 +88,10 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	hooksOpen, err := webhookOpen(a)
+	if err != nil {
+		return err
+	}
 	packWatch, err := durationEnv(a, envPackWatch, 2*time.Second)
 	if err != nil {
 		return err
@@ -99,6 +103,9 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 		slog.Int("mcp_servers", len(p.MCP.Servers)))
 	s := &services{app: a, opts: o, pack: p, file: file, fileData: data, kind: kind, openChannel: open, maxBody: maxBody, secret: hookSecret,
 		eps: planEndpoints(ctx, a, o.http, kind), packWatch: packWatch, sampler: &rollout.SamplerSwitch{}}
+	if kind == "vsagent" {
+		s.eps.webhooks.check = webhookGuard(hookSecret, hooksOpen)
+	}
 	lc := &lifecycle{log: a.logger, parts: s.components()}
 	if err := lc.run(ctx, s.started); err != nil {
 		return err
