@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/packbot/packbot/channel/vsagent"
@@ -22,17 +23,21 @@ const (
 	envWebhookSecret = "PACKBOT_WEBHOOK_SECRET"
 	// envWebhookOpen lets the VS Agent's webhooks listen beyond loopback without a secret.
 	envWebhookOpen = "PACKBOT_WEBHOOK_ALLOW_UNAUTHENTICATED"
+	// envConnsPerClient caps the connections of one address on the public listener.
+	envConnsPerClient = "PACKBOT_PUBLIC_CONNS_PER_CLIENT"
 )
 
 // defaultHTTPAddr is where serve listens when neither --http nor PACKBOT_HTTP_ADDR says.
 const defaultHTTPAddr = "127.0.0.1:8080"
 
-// endpoint is one HTTP listener of serve, the routes that mount on it and its server. Every
-// endpoint has the limits of [defaultHTTPLimits].
+// endpoint is one HTTP listener of serve, the routes that mount on it and its server, with its
+// limits: [publicHTTPLimits] for the public one, [defaultHTTPLimits] for the others.
 type endpoint struct {
 	name   string // public, webhooks, admin
 	setBy  string // what names its address, for messages
 	addr   string
+	limits httpLimits
+	log    *slog.Logger
 	ln     net.Listener
 	mux    *http.ServeMux
 	srv    *http.Server
@@ -47,7 +52,7 @@ func (e *endpoint) listen(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (set %s): %w", e.addr, e.setBy, err)
 	}
-	e.ln = limitListener(ln, defaultHTTPLimits().MaxConns)
+	e.ln = limitListener(ln, e.limits, e.overLimit())
 	if e.check != nil {
 		if err := e.check(e); err != nil {
 			return errors.Join(err, e.ln.Close())
@@ -64,7 +69,7 @@ func (e *endpoint) close(context.Context) error {
 }
 
 func (e *endpoint) newServer(ctx context.Context) error {
-	e.srv = newHTTPServer(ctx, e.mux, defaultHTTPLimits())
+	e.srv = newHTTPServer(ctx, e.mux, e.limits)
 	return nil
 }
 
@@ -101,17 +106,26 @@ type endpoints struct {
 	all                     []*endpoint // the distinct ones, public first
 }
 
-// planEndpoints reads the addresses. A webhook address is for the vsagent channel only: with
-// another one it is ignored, with a warning.
-func planEndpoints(ctx context.Context, a *app, httpFlag, kind string) endpoints {
-	pub := &endpoint{name: "public", setBy: "--http or " + envHTTPAddr, addr: firstNonEmpty(httpFlag, a.getenv(envHTTPAddr), defaultHTTPAddr)}
+// planEndpoints reads the addresses and the public listener's limit per client. A webhook
+// address is for the vsagent channel only: with another one it is ignored, with a warning.
+func planEndpoints(ctx context.Context, a *app, httpFlag, kind string) (endpoints, error) {
+	perClient := defaultConnsPerClient
+	if v := a.getenv(envConnsPerClient); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return endpoints{}, fmt.Errorf("%s=%q: want a number of connections (0: no limit per client)", envConnsPerClient, v)
+		}
+		perClient = n
+	}
+	pub := &endpoint{name: "public", setBy: "--http or " + envHTTPAddr, addr: firstNonEmpty(httpFlag, a.getenv(envHTTPAddr), defaultHTTPAddr),
+		limits: publicHTTPLimits(perClient), log: a.logger}
 	eps := endpoints{public: pub, webhooks: pub, admin: pub, all: []*endpoint{pub}}
 	own := func(name, env string) *endpoint {
 		addr := a.getenv(env)
 		if addr == "" || addr == pub.addr && !strings.HasSuffix(addr, ":0") { // ":0" is a port of its own each time
 			return pub
 		}
-		e := &endpoint{name: name, setBy: env, addr: addr}
+		e := &endpoint{name: name, setBy: env, addr: addr, limits: defaultHTTPLimits(), log: a.logger}
 		eps.all = append(eps.all, e)
 		return e
 	}
@@ -121,7 +135,24 @@ func planEndpoints(ctx context.Context, a *app, httpFlag, kind string) endpoints
 		a.logger.WarnContext(ctx, envWebhookAddr+" is ignored: the "+kind+" channel receives no webhooks")
 	}
 	eps.admin = own("admin", envAdminAddr)
-	return eps
+	return eps, nil
+}
+
+// overLimit logs, at most once a minute, that a client holds as many connections of the
+// listener as it may (its new ones are closed).
+func (e *endpoint) overLimit() func(net.Addr) {
+	var last atomic.Int64
+	return func(addr net.Addr) {
+		now := time.Now().UnixNano()
+		prev := last.Load()
+		if now-prev < int64(time.Minute) || !last.CompareAndSwap(prev, now) {
+			return
+		}
+		host, _, _ := net.SplitHostPort(addr.String())
+		e.log.Warn("a client holds as many connections as it may: its new ones are closed", slog.String("listener", e.name),
+			slog.String("client", host), slog.Int("limit", e.limits.MaxConnsPerClient),
+			slog.String("fix", "behind a reverse proxy every connection is the proxy's: raise "+envConnsPerClient+" above its connection pool, or 0"))
+	}
 }
 
 // webhookSecret is PACKBOT_WEBHOOK_SECRET, checked.

@@ -101,8 +101,12 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	}
 	a.logger.InfoContext(ctx, "agent pack loaded", slog.String("source", p.Source), slog.String("id", p.Metadata.ID),
 		slog.Int("mcp_servers", len(p.MCP.Servers)))
+	eps, err := planEndpoints(ctx, a, o.http, kind)
+	if err != nil {
+		return err
+	}
 	s := &services{app: a, opts: o, pack: p, file: file, fileData: data, kind: kind, openChannel: open, maxBody: maxBody, secret: hookSecret,
-		eps: planEndpoints(ctx, a, o.http, kind), packWatch: packWatch, sampler: &rollout.SamplerSwitch{}}
+		eps: eps, packWatch: packWatch, sampler: &rollout.SamplerSwitch{}}
 	if kind == "vsagent" {
 		s.eps.webhooks.check = webhookGuard(hookSecret, hooksOpen)
 	}
