@@ -18,5 +18,5 @@
 //
 //	reg := rollout.NewRegistry(st, nil)
 //	v, created, err := reg.Apply(ctx, text, "/etc/packbot/agent-pack.yaml", rollout.OriginApply)
-//	rs, err := reg.Await(ctx, v, rollout.Live) // every live replica runs v (or one refused it)
+//	rs, err := reg.Await(ctx, v) // every live replica runs v (or one refused it: ErrRefused)
 package rollout
