@@ -57,8 +57,3 @@ var builtins = sync.OnceValue(func() *builtinCatalogs {
 func Keys() []string {
 	return slices.Clone(builtins().keys)
 }
-
-// BuiltinLanguages returns the languages with a built-in catalog, sorted.
-func BuiltinLanguages() []string {
-	return slices.Clone(builtinLanguages)
-}

@@ -253,12 +253,6 @@ func sameAnnotations(a, b *Annotations) bool {
 		eq(a.DestructiveHint, b.DestructiveHint) && eq(a.OpenWorldHint, b.OpenWorldHint)
 }
 
-// admit is admitAll without task support or the list of left-out tools.
-func admit(log *slog.Logger, s *packs.Server, listed []*mcpsdk.Tool, limit int) []Tool {
-	tools, _ := admitAll(log, s, listed, limit, nil)
-	return tools
-}
-
 // admitAll turns the tools a server listed into catalog entries: the allowlist applies, tools
 // with an invalid name, input schema or output schema are left out, and so are tools that
 // require task-augmented execution (taskSupport gives a tool's execution.taskSupport; nil means

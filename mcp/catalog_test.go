@@ -27,7 +27,7 @@ func TestAdmit(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &packs.Server{Name: "s", Allowlist: []string{"ok", "bad type", "array", "no-schema", "garbage", "badprop"}}
-	got := admit(slog.New(slog.DiscardHandler), s, listed, 10)
+	got, _ := admitAll(slog.New(slog.DiscardHandler), s, listed, 10, nil)
 	if len(got) != 1 || got[0].Name != "ok" || SchemaSummary(got[0].InputSchema) != "{a*: string}" {
 		t.Fatalf("admitted %+v", got)
 	}
@@ -46,7 +46,8 @@ func FuzzAdmit(f *testing.F) {
 		if json.Unmarshal(data, &listed) != nil {
 			return
 		}
-		for _, tl := range admit(log, s, listed, 50) {
+		tools, _ := admitAll(log, s, listed, 50, nil)
+		for _, tl := range tools {
 			if !validToolName(tl.Name) {
 				t.Fatalf("admitted name %q", tl.Name)
 			}
@@ -70,6 +71,6 @@ func BenchmarkAdmit(b *testing.B) {
 	log := slog.New(slog.DiscardHandler)
 	b.ReportAllocs()
 	for b.Loop() {
-		admit(log, s, listed, 10_000)
+		admitAll(log, s, listed, 10_000, nil)
 	}
 }

@@ -115,12 +115,25 @@ type TagFilter struct {
 }
 
 // RecordOp is one operation of [Records.BatchRecords]: Delete removes Key, otherwise the record
-// is put.
+// is put. With If set the op is conditional.
 type RecordOp struct {
 	Key    string
 	Value  []byte
 	Tags   []Tag
 	Delete bool
+	// If, when not nil, is a condition on the record as it is when the op runs (after the
+	// batch's earlier ops): when it does not hold, the whole batch changes nothing and fails
+	// with [ErrConflict].
+	If *RecordCondition
+}
+
+// RecordCondition makes a [RecordOp] a compare-and-swap: the record must not exist (Absent),
+// or must exist with exactly Value. The check and the op are atomic: of several batches
+// conditioned on one record's same state, one applies and the others get [ErrConflict], on
+// one process or on replicas sharing a database.
+type RecordCondition struct {
+	Absent bool
+	Value  []byte // when not Absent
 }
 
 // Records is the tagged key-value area.
@@ -134,7 +147,9 @@ type Records interface {
 	// QueryRecords returns the records of namespace matching every filter (AND), ordered by key.
 	// No filters returns the whole namespace.
 	QueryRecords(ctx context.Context, namespace string, filters ...TagFilter) ([]Record, error)
-	// BatchRecords applies ops in order in one transaction: all or nothing.
+	// BatchRecords applies ops in order in one transaction: all or nothing. An op whose
+	// condition (RecordOp.If) does not hold fails the batch with ErrConflict: the caller read
+	// a state that another writer has changed since, and may read again and retry.
 	BatchRecords(ctx context.Context, namespace string, ops []RecordOp) error
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/packbot/packbot/channel/didcomm"
 	"github.com/packbot/packbot/channel/vsagent"
 	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/rollout"
 	"github.com/packbot/packbot/store"
 )
 
@@ -100,7 +101,7 @@ func openDIDComm(ctx context.Context, d channelDeps) (channel.Channel, error) {
 	ch, err := didcomm.Open(ctx, didcomm.Config{
 		Records:      d.records,
 		PublicURL:    d.publicURL,
-		Label:        botLabel(d.pack),
+		Label:        rollout.Label(d.pack),
 		Profile:      channel.Profile{DisplayName: firstNonEmpty(d.pack.Metadata.DisplayName, "packbot"), Description: d.pack.Metadata.Description},
 		MasterKey:    key,
 		MaxBodyBytes: d.maxBody,
@@ -136,11 +137,6 @@ func openVSAgent(_ context.Context, d channelDeps) (channel.Channel, error) {
 // The embedded didcomm channel verifies W3C credentials only: a pack whose authentication
 // names only an AnonCreds credential definition (the Hologram production shape) would fail at
 // every login.
-// botLabel is the bot's name in invitations: the pack's display name, else its id.
-func botLabel(p *packs.Pack) string {
-	return firstNonEmpty(p.Metadata.DisplayName, p.Metadata.ID, "packbot")
-}
-
 func channelProblem(p *packs.Pack, kind string) string {
 	a := p.Flows.Authentication
 	if kind != "didcomm" || !a.Enabled || a.CredentialDefinitionID == "" || a.Credential != nil {

@@ -10,20 +10,39 @@ import (
 
 // httpLimits bound what one client can hold of a listener: every request is read, and its
 // answer written, in bounded time; an idle keep-alive connection is closed; headers are small;
-// and at most MaxConns connections are open at once (more wait in the kernel's backlog).
-// packbot's routes are all short (webhooks, DIDComm envelopes, the OAuth callback, metrics).
+// at most MaxConns connections are open at once (more wait in the kernel's backlog), and at
+// most MaxConnsPerClient from one address (more are closed at once, so that one client cannot
+// hold every slot). packbot's routes are all short (webhooks, DIDComm envelopes, the OAuth
+// callback, metrics).
 type httpLimits struct {
 	ReadHeader, Read, Write, Idle time.Duration
 	MaxHeaderBytes                int
 	MaxConns                      int
+	MaxConnsPerClient             int // 0: no limit per client
 }
 
-// defaultHTTPLimits are the limits of every listener serve opens.
+// defaultHTTPLimits are the limits of the listeners serve opens for its own peers (the VS
+// Agent's webhooks, the admin endpoints).
 func defaultHTTPLimits() httpLimits {
 	return httpLimits{
 		ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 30 * time.Second, Idle: 60 * time.Second,
 		MaxHeaderBytes: 64 << 10, MaxConns: 1024,
 	}
+}
+
+// defaultConnsPerClient is how many connections one address may hold on the public listener
+// (PACKBOT_PUBLIC_CONNS_PER_CLIENT): far more than a wallet or browser opens, far fewer than
+// the listener's MaxConns.
+const defaultConnsPerClient = 128
+
+// publicHTTPLimits are the limits of the public listener, which anyone may reach: a shorter
+// header timeout (wallets and browsers send their headers at once), and perClient connections
+// per address.
+func publicHTTPLimits(perClient int) httpLimits {
+	l := defaultHTTPLimits()
+	l.ReadHeader = 5 * time.Second
+	l.MaxConnsPerClient = perClient
+	return l
 }
 
 // newHTTPServer is a server for h with the limits l; its requests' contexts come from ctx
@@ -40,34 +59,97 @@ func newHTTPServer(ctx context.Context, h http.Handler, l httpLimits) *http.Serv
 	}
 }
 
-// limitListener accepts at most n connections open at once.
-func limitListener(ln net.Listener, n int) net.Listener {
-	if n <= 0 {
+// limitListener accepts at most l.MaxConns connections open at once, and at most
+// l.MaxConnsPerClient from one IP address; over returns (when not nil) is told of a connection
+// closed because its address was over its limit.
+func limitListener(ln net.Listener, l httpLimits, over func(net.Addr)) net.Listener {
+	if l.MaxConns <= 0 && l.MaxConnsPerClient <= 0 {
 		return ln
 	}
-	return &limitedListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+	ll := &limitedListener{Listener: ln, done: make(chan struct{}), perClient: l.MaxConnsPerClient, over: over}
+	if l.MaxConns > 0 {
+		ll.slots = make(chan struct{}, l.MaxConns)
+	}
+	if ll.perClient > 0 {
+		ll.clients = map[string]int{}
+	}
+	return ll
 }
 
 type limitedListener struct {
 	net.Listener
-	slots     chan struct{}
+	slots     chan struct{} // nil: no overall limit
 	done      chan struct{}
 	closeOnce sync.Once
+	perClient int
+	over      func(net.Addr)
+	mu        sync.Mutex
+	clients   map[string]int // open connections by IP address
 }
 
 // Accept waits for a free slot, then for a connection; closing the connection frees the slot.
+// A connection from an address over its limit is closed at once, and Accept waits for the next.
 func (l *limitedListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
+	for {
+		if l.slots != nil {
+			select {
+			case l.slots <- struct{}{}:
+			case <-l.done:
+				return nil, net.ErrClosed
+			}
+		}
+		c, err := l.Listener.Accept()
+		if err != nil {
+			l.freeSlot()
+			return nil, err
+		}
+		client, ok := l.enter(c.RemoteAddr())
+		if !ok {
+			_ = c.Close()
+			l.freeSlot()
+			if l.over != nil {
+				l.over(c.RemoteAddr())
+			}
+			continue
+		}
+		return &limitedConn{Conn: c, release: func() { l.leave(client); l.freeSlot() }}, nil
 	}
-	c, err := l.Listener.Accept()
-	if err != nil {
+}
+
+func (l *limitedListener) freeSlot() {
+	if l.slots != nil {
 		<-l.slots
-		return nil, err
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+// enter counts a connection from addr; ok is false when its address already holds its limit.
+func (l *limitedListener) enter(addr net.Addr) (client string, ok bool) {
+	if l.clients == nil {
+		return "", true
+	}
+	client = addr.String()
+	if host, _, err := net.SplitHostPort(client); err == nil {
+		client = host
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.clients[client] >= l.perClient {
+		return client, false
+	}
+	l.clients[client]++
+	return client, true
+}
+
+// leave uncounts a connection of client.
+func (l *limitedListener) leave(client string) {
+	if l.clients == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.clients[client]--; l.clients[client] <= 0 {
+		delete(l.clients, client)
+	}
 }
 
 func (l *limitedListener) Close() error {

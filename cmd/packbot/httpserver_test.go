@@ -21,7 +21,7 @@ func startLimited(t *testing.T, h http.Handler, l httpLimits) string {
 	}
 	srv := newHTTPServer(t.Context(), h, l)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(limitListener(ln, l.MaxConns)) }()
+	go func() { errc <- srv.Serve(limitListener(ln, l, nil)) }()
 	t.Cleanup(func() {
 		_ = srv.Close()
 		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
@@ -100,7 +100,7 @@ func TestLimitListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := limitListener(inner, 2).(*limitedListener)
+	ln := limitListener(inner, httpLimits{MaxConns: 2}, nil).(*limitedListener)
 	defer func() { _ = ln.Close() }()
 	accept := func() net.Conn {
 		c, err := net.Dial("tcp", inner.Addr().String())
@@ -133,5 +133,70 @@ func TestLimitListener(t *testing.T) {
 	_ = ln.Close()
 	if err := <-done; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("accept after close: %v", err)
+	}
+}
+
+// TestLimitListenerPerClient: an address holding its limit of connections has its next ones
+// closed at once (and reported), without taking a slot, while another address is accepted;
+// closing one of its connections lets it connect again.
+func TestLimitListenerPerClient(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overs := make(chan net.Addr, 10)
+	// Three slots: two for the first address, one for the other (none leaked by a refusal).
+	ln := limitListener(inner, httpLimits{MaxConns: 3, MaxConnsPerClient: 2}, func(a net.Addr) { overs <- a }).(*limitedListener)
+	defer func() { _ = ln.Close() }()
+	dial := func(from string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatalf("dial from %s: %v", from, err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	next := func(want string) net.Conn {
+		t.Helper()
+		var c net.Conn
+		select {
+		case c = <-accepted:
+		case <-time.After(10 * time.Second): // only bounds a broken listener
+			t.Fatalf("no connection from %s accepted", want)
+		}
+		if host, _, _ := net.SplitHostPort(c.RemoteAddr().String()); host != want {
+			t.Fatalf("accepted a connection from %s, want %s", host, want)
+		}
+		return c
+	}
+	dial("127.0.0.1")
+	first := next("127.0.0.1")
+	dial("127.0.0.1")
+	next("127.0.0.1")
+	over := dial("127.0.0.1")
+	closedByServer(t, over, 10*time.Second)
+	if a := <-overs; !strings.HasPrefix(a.String(), "127.0.0.1:") {
+		t.Fatalf("reported %s over its limit", a)
+	}
+	dial("127.0.0.2")
+	next("127.0.0.2")
+	_ = first.Close() // frees a slot and one of the first address's connections
+	dial("127.0.0.1")
+	next("127.0.0.1")
+	_ = ln.Close()
+	for range accepted {
 	}
 }

@@ -29,9 +29,6 @@ type lifecycle struct {
 	parts []component
 }
 
-// add appends a part; it starts after, and stops before, the parts added before it.
-func (l *lifecycle) add(c component) { l.parts = append(l.parts, c) }
-
 // run provisions every part in order, then runs them in order, each in a goroutine of its own,
 // and calls started (when not nil). It waits until ctx ends or a part fails, then stops the parts
 // in reverse order: a part's run is cancelled and awaited, then its stop called, before the part

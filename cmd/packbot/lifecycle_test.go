@@ -64,7 +64,7 @@ func TestLifecycle(t *testing.T) {
 		tr := &trace{}
 		lc := &lifecycle{log: log}
 		for _, n := range []string{"a", "b", "c"} {
-			lc.add(tr.part(n, false, nil))
+			lc.parts = append(lc.parts, tr.part(n, false, nil))
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		started := make(chan struct{})
@@ -90,11 +90,8 @@ func TestLifecycle(t *testing.T) {
 	})
 	t.Run("provision fails", func(t *testing.T) {
 		tr := &trace{}
-		lc := &lifecycle{log: log}
-		lc.add(tr.part("a", false, nil))
-		lc.add(tr.part("b", false, nil))
-		lc.add(tr.part("c", true, nil))
-		lc.add(tr.part("d", false, nil))
+		lc := &lifecycle{log: log, parts: []component{tr.part("a", false, nil), tr.part("b", false, nil), tr.part("c", true, nil),
+			tr.part("d", false, nil)}}
 		err := lc.run(t.Context(), func(context.Context) { t.Error("started called after a failed provision") })
 		if err == nil || !strings.Contains(err.Error(), "start c: no c") {
 			t.Fatalf("run: %v, want start c: no c", err)
@@ -106,11 +103,8 @@ func TestLifecycle(t *testing.T) {
 	})
 	t.Run("run fails", func(t *testing.T) {
 		tr := &trace{}
-		lc := &lifecycle{log: log}
 		fail := make(chan error, 1)
-		lc.add(tr.part("a", false, nil))
-		lc.add(tr.part("b", false, fail))
-		lc.add(tr.part("c", false, nil))
+		lc := &lifecycle{log: log, parts: []component{tr.part("a", false, nil), tr.part("b", false, fail), tr.part("c", false, nil)}}
 		errc := make(chan error, 1)
 		go func() {
 			errc <- lc.run(t.Context(), func(context.Context) { fail <- errors.New("b broke") })

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -14,11 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/packbot/packbot/packs"
-	"github.com/packbot/packbot/store"
+	"github.com/packbot/packbot/rollout"
 )
-
-// replicaLive is how recently a replica must have said what it runs to count as running.
-const replicaLive = 3 * replicaSeenEvery
 
 type applyOptions struct {
 	store   storeOptions
@@ -81,62 +79,43 @@ func runPackApply(ctx context.Context, a *app, path string, o applyOptions) erro
 		return err
 	}
 	defer func() { _ = st.Close() }()
-	v, created, err := recordPack(ctx, st, data, source, originApply, time.Now())
+	reg := rollout.NewRegistry(st, nil)
+	v, created, err := reg.Apply(ctx, data, source, rollout.OriginApply)
 	if err != nil {
 		return err
 	}
 	if !created {
-		fmt.Fprintf(a.stdout, "%s: unchanged: %s already has this content\n", source, v.label())
+		fmt.Fprintf(a.stdout, "%s: unchanged: %s already has this content\n", source, v.Label())
 	} else {
-		fmt.Fprintf(a.stdout, "%s: applied as %s\n", source, v.label())
+		fmt.Fprintf(a.stdout, "%s: applied as %s\n", source, v.Label())
 	}
 	if o.wait > 0 {
-		return waitReplicas(ctx, a, st, v, o.wait)
+		return waitReplicas(ctx, a, reg, v, o.wait)
 	}
-	if rs, err := replicas(ctx, st, time.Now().Add(-replicaLive)); err == nil && len(rs) == 0 {
+	if rs, err := reg.Replicas(ctx, time.Now().Add(-rollout.Live)); err == nil && len(rs) == 0 {
 		// A mistyped --data-dir or DATABASE_URL makes a new store: say that nobody runs on it.
-		fmt.Fprintf(a.stdout, "note: no serve runs on this store (none said what it runs in the last %s): the next one started on it takes this pack\n", replicaLive)
+		fmt.Fprintf(a.stdout, "note: no serve runs on this store (none said what it runs in the last %s): the next one started on it takes this pack\n", rollout.Live)
 	}
 	return nil
 }
 
-// waitReplicas waits until every live replica runs v (or refused it), then prints them.
-func waitReplicas(ctx context.Context, a *app, st store.Store, v appliedPack, wait time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, wait)
+// waitReplicas waits until every live replica runs v (or one refused it), then prints them.
+func waitReplicas(ctx context.Context, a *app, reg *rollout.Registry, v rollout.Version, wait time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	poll := time.NewTicker(200 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		rs, err := replicas(ctx, st, time.Now().Add(-replicaLive))
-		if err != nil {
-			return err
-		}
-		done, refused := len(rs) > 0, false
-		for _, r := range rs {
-			switch {
-			case r.Refused >= v.Version:
-				refused = true
-			case r.Version != v.Version:
-				done = false
-			}
-		}
-		if done || refused {
-			if err := printReplicas(a.stdout, rs, v); err != nil {
-				return err
-			}
-			if refused {
-				return exitError{code: 1}
-			}
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			_ = printReplicas(a.stdout, rs, v)
-			fmt.Fprintf(a.stdout, "not every replica runs %s after %s\n", v.label(), wait)
-			return exitError{code: 1}
-		case <-poll.C:
-		}
+	rs, err := reg.Await(wctx, v)
+	switch {
+	case err == nil:
+		return printReplicas(a.stdout, rs, v)
+	case errors.Is(err, rollout.ErrRefused):
+		_ = printReplicas(a.stdout, rs, v)
+		return exitError{code: 1}
+	case wctx.Err() != nil && ctx.Err() == nil:
+		_ = printReplicas(a.stdout, rs, v)
+		fmt.Fprintf(a.stdout, "not every replica runs %s after %s\n", v.Label(), wait)
+		return exitError{code: 1}
 	}
+	return err
 }
 
 type statusOptions struct {
@@ -166,8 +145,8 @@ the newest one it refused, with why.`,
 
 // packStatus is the JSON shape of `pack status`.
 type packStatus struct {
-	Current  *appliedPack    `json:"current"`
-	Replicas []replicaStatus `json:"replicas"`
+	Current  *rollout.Version `json:"current"`
+	Replicas []rollout.Report `json:"replicas"`
 }
 
 func runPackStatus(ctx context.Context, a *app, o statusOptions) error {
@@ -176,11 +155,12 @@ func runPackStatus(ctx context.Context, a *app, o statusOptions) error {
 		return err
 	}
 	defer func() { _ = st.Close() }()
-	cur, ok, err := currentPack(ctx, st)
+	reg := rollout.NewRegistry(st, nil)
+	cur, ok, err := reg.Current(ctx)
 	if err != nil {
 		return err
 	}
-	rs, err := replicas(ctx, st, time.Now().Add(-replicaLive))
+	rs, err := reg.Replicas(ctx, time.Now().Add(-rollout.Live))
 	if err != nil {
 		return err
 	}
@@ -196,18 +176,18 @@ func runPackStatus(ctx context.Context, a *app, o statusOptions) error {
 	if !ok {
 		fmt.Fprintln(a.stdout, "no pack applied yet (serve applies its pack file when it starts)")
 	} else {
-		fmt.Fprintf(a.stdout, "pack in force: %s from %s (%s, %s)\n", cur.label(), cur.Source, cur.Origin, cur.AppliedAt.Format(time.RFC3339))
+		fmt.Fprintf(a.stdout, "pack in force: %s from %s (%s, %s)\n", cur.Label(), cur.Source, cur.Origin, cur.AppliedAt.Format(time.RFC3339))
 	}
 	return printReplicas(a.stdout, rs, cur)
 }
 
 // printReplicas prints one line per replica: what it runs, against cur.
-func printReplicas(w io.Writer, rs []replicaStatus, cur appliedPack) error {
+func printReplicas(w io.Writer, rs []rollout.Report, cur rollout.Version) error {
 	if len(rs) == 0 {
-		_, err := fmt.Fprintln(w, "no replica running (none said what it runs in the last 45 s)")
+		_, err := fmt.Fprintf(w, "no replica running (none said what it runs in the last %s)\n", rollout.Live)
 		return err
 	}
-	slices.SortFunc(rs, func(a, b replicaStatus) int { return strings.Compare(a.Replica, b.Replica) })
+	slices.SortFunc(rs, func(a, b rollout.Report) int { return strings.Compare(a.Replica, b.Replica) })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REPLICA\tHOST\tPID\tRUNS\tSTATE")
 	for _, r := range rs {
@@ -215,10 +195,10 @@ func printReplicas(w io.Writer, rs []replicaStatus, cur appliedPack) error {
 		switch {
 		case r.Problem != "":
 			state = "refused " + r.Problem
-		case r.Version != cur.Version:
+		case !r.Runs(cur):
 			state = "switching"
 		}
-		runs := appliedPack{Version: r.Version, Digest: r.Digest}.label()
+		runs := r.Running().Label()
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Replica, r.Host, r.PID, runs, state)
 	}
 	return tw.Flush()

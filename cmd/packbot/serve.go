@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/mcp/oauth"
 	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/rollout"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
 	"github.com/packbot/packbot/telemetry"
@@ -88,6 +88,10 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	hooksOpen, err := webhookOpen(a)
+	if err != nil {
+		return err
+	}
 	packWatch, err := durationEnv(a, envPackWatch, 2*time.Second)
 	if err != nil {
 		return err
@@ -97,8 +101,15 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 	}
 	a.logger.InfoContext(ctx, "agent pack loaded", slog.String("source", p.Source), slog.String("id", p.Metadata.ID),
 		slog.Int("mcp_servers", len(p.MCP.Servers)))
+	eps, err := planEndpoints(ctx, a, o.http, kind)
+	if err != nil {
+		return err
+	}
 	s := &services{app: a, opts: o, pack: p, file: file, fileData: data, kind: kind, openChannel: open, maxBody: maxBody, secret: hookSecret,
-		eps: planEndpoints(ctx, a, o.http, kind), packPoke: make(chan struct{}, 1), packWatch: packWatch, sampler: &samplerSwitch{}}
+		eps: eps, packWatch: packWatch, sampler: &rollout.SamplerSwitch{}}
+	if kind == "vsagent" {
+		s.eps.webhooks.check = webhookGuard(hookSecret, hooksOpen)
+	}
 	lc := &lifecycle{log: a.logger, parts: s.components()}
 	if err := lc.run(ctx, s.started); err != nil {
 		return err
@@ -111,20 +122,19 @@ func runServe(ctx context.Context, a *app, o serveOptions) error {
 type services struct {
 	app         *app
 	opts        serveOptions
-	pack        *packs.Pack
+	pack        *packs.Pack // the pack serve starts with (a swap changes the parts, not this)
 	kind        string
 	openChannel channelFactory
 	maxBody     int64
 	secret      string // PACKBOT_WEBHOOK_SECRET
 	eps         endpoints
-	// file is the pack file serve was started with (fileData its content at start); packs is
-	// the version running, packPoke wakes the pack watcher (packswap.go).
-	file      packFile
+	// file is the pack file serve was started with (fileData its content at start); replica
+	// is this serve in the rollout of packs (packswap.go).
+	file      rollout.File
 	fileData  []byte
-	packs     atomic.Pointer[packState]
-	packPoke  chan struct{}
+	replica   *rollout.Replica
 	packWatch time.Duration // PACKBOT_PACK_WATCH
-	sampler   *samplerSwitch
+	sampler   *rollout.SamplerSwitch
 
 	st        store.Store
 	scfg      storeConfig
@@ -176,9 +186,14 @@ func (s *services) openStore(ctx context.Context) error {
 	if s.st, s.scfg, err = s.opts.store.open(ctx, s.app); err != nil {
 		return err
 	}
-	if err := s.adoptPack(ctx, s.fileData); err != nil {
+	s.replica = s.newReplica()
+	p, err := s.replica.Adopt(ctx, s.fileData)
+	if err != nil {
 		_ = s.st.Close()
 		return err
+	}
+	if p != nil {
+		s.pack = p
 	}
 	s.fileData = nil
 	if s.kr, err = checkKeyring(ctx, s.app, s.pack); err != nil {
@@ -211,7 +226,7 @@ func (s *services) listen(ctx context.Context) error {
 	for _, e := range s.eps.all {
 		e.mux = http.NewServeMux()
 	}
-	s.eps.admin.mux = newHTTPHandler(s.st, a.logger, a.tel, s.packDetail)
+	s.eps.admin.mux = newHTTPHandler(s.st, a.logger, a.tel, s.replica.Detail)
 	return nil
 }
 
@@ -233,7 +248,7 @@ func (s *services) openWalletChannel(ctx context.Context) error {
 		m.Mount(mux)
 	}
 	s.bot, err = bot.New(bot.Config{Channel: ch, Store: s.st, Logger: a.logger, Keyring: s.kr, BeforeHandle: a.beforeHandle,
-		Observer: a.tel.Bot(s.kind), Notified: s.packNotified})
+		Observer: a.tel.Bot(s.kind), Notified: s.replica.Notified})
 	if err != nil {
 		return errors.Join(err, ch.Close()) // a failed provision is not stopped
 	}
@@ -250,7 +265,7 @@ func (s *services) openMCP(ctx context.Context) error {
 	if s.model, err = newModel(ctx, s.app, s.pack); err != nil {
 		return err
 	}
-	s.sampler.set(s.model)
+	s.sampler.SetSampler(samplerOf(s.model))
 	s.pool, s.oauth, err = openMCP(ctx, s.app, s.pack, s.st, s.kr, s.publicURL, s.eps.public.mux, s.bot, s.sampler)
 	return err
 }
@@ -265,7 +280,7 @@ func (s *services) provisionBot(context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.bot.SetFlows(engine, s.state().running.Version)
+	s.bot.SetFlows(engine, s.replica.Running().Version)
 	s.approvals = appr
 	return nil
 }

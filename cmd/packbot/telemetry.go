@@ -13,7 +13,7 @@ import (
 // through a.tel.
 func (s *services) openTelemetry(ctx context.Context) error {
 	t, err := telemetry.New(ctx, &telemetry.Options{Store: s.st, Version: version(), PackID: s.pack.Metadata.ID,
-		PackSource: s.pack.Source, PackVersion: s.state().running.label(), Getenv: s.app.getenv, Logger: s.app.logger})
+		PackSource: s.pack.Source, PackVersion: s.replica.Running().Label(), Getenv: s.app.getenv, Logger: s.app.logger})
 	if err != nil {
 		return err
 	}

@@ -157,44 +157,14 @@ func readArg(s string) ([]byte, error) {
 }
 
 func runWallet(ctx context.Context, a *app, o walletOptions, in io.Reader) error {
-	if err := os.MkdirAll(o.dir, 0o700); err != nil {
-		return err
-	}
-	holder, err := holderKey(o.dir)
+	r, err := loadWallet(ctx, o)
 	if err != nil {
 		return err
 	}
-	var creds [][]byte
-	for _, c := range o.credentials {
-		b, err := os.ReadFile(c)
-		if err != nil {
-			return fmt.Errorf("--credential: %w", err)
-		}
-		creds = append(creds, []byte(strings.TrimSpace(string(b))))
-	}
-	state, err := loadState(o.dir)
+	ln, err := r.listen(ctx)
 	if err != nil {
-		return fmt.Errorf("wallet state: %w", err)
+		return err
 	}
-	var inv []byte
-	if o.invitation != "" {
-		if inv, err = readArg(o.invitation); err != nil {
-			return err
-		}
-		if err := checkBotReachable(ctx, string(inv)); err != nil {
-			return err
-		}
-	}
-	addr := firstNonEmpty(o.http, state.Addr, "127.0.0.1:0")
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("wallet endpoint %s (set --http): %w", addr, err)
-	}
-	state.Addr = ln.Addr().String()
-	if o.endpoint != "" {
-		state.Endpoint = strings.TrimRight(o.endpoint, "/")
-	}
-	endpoint := firstNonEmpty(state.Endpoint, "http://"+state.Addr)
 	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(o.dir, "wallet.db"), &sqlstore.Options{Logger: a.logger})
 	if err != nil {
 		return errors.Join(err, ln.Close())
@@ -204,8 +174,8 @@ func runWallet(ctx context.Context, a *app, o walletOptions, in io.Reader) error
 	if err != nil {
 		return errors.Join(err, ln.Close())
 	}
-	w, err := didcomm.OpenWallet(didcomm.WalletConfig{Records: st, Endpoint: endpoint, Label: o.name, MasterKey: key,
-		Holder: holder, Credentials: creds, Logger: a.logger})
+	w, err := didcomm.OpenWallet(didcomm.WalletConfig{Records: st, Endpoint: r.endpoint, Label: o.name, MasterKey: key,
+		Holder: r.holder, Credentials: r.creds, Logger: a.logger})
 	if err != nil {
 		return errors.Join(err, ln.Close())
 	}
@@ -224,29 +194,100 @@ func runWallet(ctx context.Context, a *app, o walletOptions, in io.Reader) error
 	defer stop()
 	runDone := make(chan error, 1)
 	go func() { runDone <- w.Run(runCtx, func(_ context.Context, e didcomm.WalletEvent) { events <- e }) }()
-	ui.out(map[string]any{"event": "ready", "did": holder.DID(), "endpoint": endpoint, "listen": state.Addr},
-		"wallet %s listening on %s, reached at %s", holder.DID(), state.Addr, endpoint)
+	ui.out(map[string]any{"event": "ready", "did": r.holder.DID(), "endpoint": r.endpoint, "listen": r.state.Addr},
+		"wallet %s listening on %s, reached at %s", r.holder.DID(), r.state.Addr, r.endpoint)
+	if err := r.connect(ctx, w, ui); err != nil {
+		return err
+	}
+	return r.loop(ctx, w, ui, events, runDone, readLines(runCtx, in))
+}
 
+// walletRun is one run of the terminal wallet.
+type walletRun struct {
+	o        walletOptions
+	holder   *credential.Key
+	creds    [][]byte
+	state    walletState
+	inv      []byte // the invitation given (nil: none)
+	endpoint string // where the bot reaches the wallet
+}
+
+// loadWallet reads what the wallet keeps in --data-dir and what its flags name (the
+// credentials, the invitation, whose bot must be reachable).
+func loadWallet(ctx context.Context, o walletOptions) (*walletRun, error) {
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		return nil, err
+	}
+	r := &walletRun{o: o}
+	var err error
+	if r.holder, err = holderKey(o.dir); err != nil {
+		return nil, err
+	}
+	for _, c := range o.credentials {
+		b, err := os.ReadFile(c)
+		if err != nil {
+			return nil, fmt.Errorf("--credential: %w", err)
+		}
+		r.creds = append(r.creds, []byte(strings.TrimSpace(string(b))))
+	}
+	if r.state, err = loadState(o.dir); err != nil {
+		return nil, fmt.Errorf("wallet state: %w", err)
+	}
 	if o.invitation != "" {
-		conn, err := w.Connect(ctx, string(inv))
+		if r.inv, err = readArg(o.invitation); err != nil {
+			return nil, err
+		}
+		if err := checkBotReachable(ctx, string(r.inv)); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// listen opens the wallet's endpoint (on the port of the last run unless --http says) and
+// settles the URL the bot reaches it at.
+func (r *walletRun) listen(ctx context.Context) (net.Listener, error) {
+	addr := firstNonEmpty(r.o.http, r.state.Addr, "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("wallet endpoint %s (set --http): %w", addr, err)
+	}
+	r.state.Addr = ln.Addr().String()
+	if r.o.endpoint != "" {
+		r.state.Endpoint = strings.TrimRight(r.o.endpoint, "/")
+	}
+	r.endpoint = firstNonEmpty(r.state.Endpoint, "http://"+r.state.Addr)
+	return ln, nil
+}
+
+// connect connects to the bot of the invitation, or resumes the connection of the last run,
+// and remembers it.
+func (r *walletRun) connect(ctx context.Context, w *didcomm.Wallet, ui *walletUI) error {
+	switch {
+	case r.inv != nil:
+		conn, err := w.Connect(ctx, string(r.inv))
 		if err != nil {
 			return err
 		}
-		state.Connection, state.Invitation = conn, strings.TrimSpace(string(inv))
-	} else if state.Connection == "" {
+		r.state.Connection, r.state.Invitation = conn, strings.TrimSpace(string(r.inv))
+	case r.state.Connection == "":
 		return errors.New("no connection yet: give the bot's --invitation")
-	} else {
-		ui.connected(state.Connection, "")
-		ui.out(map[string]any{"event": "connected", "connection": state.Connection, "resumed": true},
-			"resumed the connection %s", state.Connection)
-		if err := w.SendProfile(ctx, state.Connection, o.name, o.lang); err != nil {
+	default:
+		ui.connected(r.state.Connection, "")
+		ui.out(map[string]any{"event": "connected", "connection": r.state.Connection, "resumed": true},
+			"resumed the connection %s", r.state.Connection)
+		if err := w.SendProfile(ctx, r.state.Connection, r.o.name, r.o.lang); err != nil {
 			ui.fail(err)
 		}
 	}
-	if err := saveState(o.dir, state); err != nil {
+	if err := saveState(r.o.dir, r.state); err != nil {
 		return fmt.Errorf("wallet state: %w", err)
 	}
+	return nil
+}
 
+// readLines sends the lines of in until it ends (then closes the channel) or ctx is done.
+func readLines(ctx context.Context, in io.Reader) <-chan string {
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -255,11 +296,18 @@ func runWallet(ctx context.Context, a *app, o walletOptions, in io.Reader) error
 		for sc.Scan() {
 			select {
 			case lines <- sc.Text():
-			case <-runCtx.Done():
+			case <-ctx.Done():
 				return
 			}
 		}
 	}()
+	return lines
+}
+
+// loop shows the wallet's events and acts on the input lines until ctx is done, the input
+// ends or says to quit, or the wallet stops (its error is returned).
+func (r *walletRun) loop(ctx context.Context, w *didcomm.Wallet, ui *walletUI, events <-chan didcomm.WalletEvent,
+	runDone <-chan error, lines <-chan string) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -267,9 +315,9 @@ func runWallet(ctx context.Context, a *app, o walletOptions, in io.Reader) error
 		case err := <-runDone:
 			return err
 		case e := <-events:
-			if e.Connected && e.Conn == state.Connection {
+			if e.Connected && e.Conn == r.state.Connection {
 				ui.connected(e.Conn, e.Label)
-				if err := w.SendProfile(ctx, e.Conn, o.name, o.lang); err != nil {
+				if err := w.SendProfile(ctx, e.Conn, r.o.name, r.o.lang); err != nil {
 					ui.fail(err)
 				}
 			}

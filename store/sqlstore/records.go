@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -23,6 +24,14 @@ const (
 	WHERE r.namespace = $1`
 	recordOrder = ` ORDER BY r.record_key, t.pos`
 	qGetRecord  = qSelectRecords + ` AND r.record_key = $2` + recordOrder
+	// The conditional writes of RecordOp.If. Under PostgreSQL's read committed, a concurrent
+	// writer of the same row makes these wait, then see its committed value: the condition is
+	// checked against the latest one. SQLite transactions take the write lock first.
+	qInsertRecordIfAbsent = `INSERT INTO records (namespace, record_key, value) VALUES ($1, $2, $3)
+	ON CONFLICT (namespace, record_key) DO NOTHING`
+	qSwapRecord     = `UPDATE records SET value = $3 WHERE namespace = $1 AND record_key = $2 AND value = $4`
+	qDeleteRecordIf = `DELETE FROM records WHERE namespace = $1 AND record_key = $2 AND value = $3`
+	qRecordExists   = `SELECT COUNT(*) FROM records WHERE namespace = $1 AND record_key = $2`
 	// tagFilter and tagValueFilter narrow qSelectRecords; %d are parameter numbers.
 	tagFilter = ` AND EXISTS (SELECT 1 FROM record_tags f WHERE f.namespace = r.namespace
 	AND f.record_key = r.record_key AND f.name = $%d`
@@ -85,9 +94,12 @@ func (db *DB) BatchRecords(ctx context.Context, namespace string, ops []store.Re
 	err := db.tx(ctx, func(c conn) error {
 		for i, op := range ops {
 			var err error
-			if op.Delete {
+			switch {
+			case op.If != nil:
+				err = recordOpIf(ctx, c, namespace, op)
+			case op.Delete:
 				_, err = c.exec(ctx, qDeleteRecord, namespace, op.Key)
-			} else {
+			default:
 				err = putRecord(ctx, c, namespace, op)
 			}
 			if err != nil {
@@ -107,6 +119,11 @@ func putRecord(ctx context.Context, c conn, namespace string, op store.RecordOp)
 	if _, err := c.exec(ctx, qPutRecord, namespace, op.Key, blob(op.Value)); err != nil {
 		return err
 	}
+	return putTags(ctx, c, namespace, op)
+}
+
+// putTags replaces the tags of the record op wrote.
+func putTags(ctx context.Context, c conn, namespace string, op store.RecordOp) error {
 	if _, err := c.exec(ctx, qDeleteRecordTags, namespace, op.Key); err != nil {
 		return err
 	}
@@ -116,6 +133,43 @@ func putRecord(ctx context.Context, c conn, namespace string, op store.RecordOp)
 		}
 	}
 	return nil
+}
+
+// errChanged: the condition of a conditional op did not hold.
+var errChanged = fmt.Errorf("the record is not as expected: %w", store.ErrConflict)
+
+// recordOpIf applies a conditional op; c must be a transaction.
+func recordOpIf(ctx context.Context, c conn, namespace string, op store.RecordOp) error {
+	var res sql.Result
+	var err error
+	switch cond := op.If; {
+	case cond.Absent:
+		if op.Delete { // nothing to delete: the condition is the whole op
+			var n int
+			if err := c.queryRow(ctx, qRecordExists, namespace, op.Key).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return errChanged
+			}
+			return nil
+		}
+		res, err = c.exec(ctx, qInsertRecordIfAbsent, namespace, op.Key, blob(op.Value))
+	case op.Delete:
+		res, err = c.exec(ctx, qDeleteRecordIf, namespace, op.Key, blob(cond.Value))
+	default:
+		res, err = c.exec(ctx, qSwapRecord, namespace, op.Key, blob(op.Value), blob(cond.Value))
+	}
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return cmp.Or(c.db.mapErr(err), errChanged)
+	}
+	if op.Delete {
+		return nil
+	}
+	return putTags(ctx, c, namespace, op)
 }
 
 // recordRow is one row of qSelectRecords: a record with at most one of its tags.

@@ -2,6 +2,9 @@ package storetest
 
 import (
 	"bytes"
+	"errors"
+	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/packbot/packbot/store"
@@ -17,6 +20,8 @@ var recordTests = []test{
 	{"Query", testQueryRecords},
 	{"Batch", testBatchRecords},
 	{"BatchAllOrNothing", testBatchRecordsAllOrNothing},
+	{"Conditional", testConditionalRecords},
+	{"ConditionalRace", testConditionalRecordsRace},
 }
 
 func putRecord(t *testing.T, s store.Store, ns, key, value string, tags ...store.Tag) {
@@ -186,4 +191,104 @@ func testBatchRecordsAllOrNothing(t *testing.T, s store.Store) {
 	got, err := s.GetRecord(t.Context(), "agent", "keep")
 	check(t, err)
 	wantEqual(t, "kept record", got, store.Record{Namespace: "agent", Key: "keep", Value: []byte("v"), Tags: []store.Tag{{Name: "t", Value: "1"}}})
+}
+
+// testConditionalRecords: an op with a condition applies only when the record is as expected
+// (absent, or holding a value), after the batch's earlier ops; otherwise the batch changes
+// nothing and fails with ErrConflict.
+func testConditionalRecords(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	absent := &store.RecordCondition{Absent: true}
+	holds := func(v string) *store.RecordCondition { return &store.RecordCondition{Value: []byte(v)} }
+	value := func(key string) string {
+		t.Helper()
+		r, err := s.GetRecord(ctx, "ns", key)
+		if errors.Is(err, store.ErrNotFound) {
+			return "(none)"
+		}
+		check(t, err)
+		return string(r.Value)
+	}
+	batch := func(ops ...store.RecordOp) error { return s.BatchRecords(ctx, "ns", ops) }
+
+	check(t, batch(store.RecordOp{Key: "k", Value: []byte("v1"), Tags: []store.Tag{{Name: "t", Value: "1"}}, If: absent}))
+	wantEqual(t, "inserted if absent", value("k"), "v1")
+	wantErr(t, batch(store.RecordOp{Key: "k", Value: []byte("again"), If: absent}), store.ErrConflict)
+	wantErr(t, batch(store.RecordOp{Key: "k", Value: []byte("v2"), If: holds("v0")}), store.ErrConflict)
+	wantEqual(t, "after two failed conditions", value("k"), "v1")
+
+	// A failed condition undoes the batch's earlier ops.
+	err := batch(store.RecordOp{Key: "other", Value: []byte("x")}, store.RecordOp{Key: "k", Delete: true},
+		store.RecordOp{Key: "k", Value: []byte("v2"), If: holds("v1")})
+	wantErr(t, err, store.ErrConflict)
+	wantEqual(t, "records after a failed batch", queryKeys(t, s, "ns"), []string{"k"})
+	wantEqual(t, "k after a failed batch", value("k"), "v1")
+
+	// Swap: the value and the tags are replaced.
+	check(t, batch(store.RecordOp{Key: "k", Value: []byte("v2"), Tags: []store.Tag{{Name: "t", Value: "2"}}, If: holds("v1")},
+		store.RecordOp{Key: "side", Value: []byte("s")}))
+	got, err := s.GetRecord(ctx, "ns", "k")
+	check(t, err)
+	wantEqual(t, "swapped record", got, store.Record{Namespace: "ns", Key: "k", Value: []byte("v2"), Tags: []store.Tag{{Name: "t", Value: "2"}}})
+	wantEqual(t, "query by the old tag", queryKeys(t, s, "ns", store.TagFilter{Name: "t", Value: "1"}), []string{})
+	wantErr(t, batch(store.RecordOp{Key: "missing", Value: []byte("v"), If: holds("")}), store.ErrConflict)
+
+	// Conditions see the batch's earlier ops.
+	check(t, batch(store.RecordOp{Key: "k", Delete: true}, store.RecordOp{Key: "k", Value: []byte("v3"), If: absent}))
+	wantEqual(t, "re-inserted in one batch", value("k"), "v3")
+
+	// Conditional deletes.
+	wantErr(t, batch(store.RecordOp{Key: "k", Delete: true, If: holds("v2")}), store.ErrConflict)
+	check(t, batch(store.RecordOp{Key: "k", Delete: true, If: holds("v3")}))
+	wantEqual(t, "deleted if it held v3", value("k"), "(none)")
+	check(t, batch(store.RecordOp{Key: "k", Delete: true, If: absent}))
+	wantErr(t, batch(store.RecordOp{Key: "side", Delete: true, If: absent}), store.ErrConflict)
+	wantEqual(t, "side", value("side"), "s")
+}
+
+// testConditionalRecordsRace: workers race to move a counter from the value each read to the
+// next with a compare-and-swap, retrying on ErrConflict: no two take one number, none is lost.
+func testConditionalRecordsRace(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var mu sync.Mutex
+	taken := map[int]int{}
+	race(workers, func(w int) {
+		for range increments {
+			for {
+				var cond *store.RecordCondition
+				n := 0
+				r, err := s.GetRecord(ctx, "ns", "counter")
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+					cond = &store.RecordCondition{Absent: true}
+				case err != nil:
+					t.Error(err)
+					return
+				default:
+					cond = &store.RecordCondition{Value: r.Value}
+					n, _ = strconv.Atoi(string(r.Value))
+				}
+				err = s.BatchRecords(ctx, "ns", []store.RecordOp{{Key: "counter", Value: []byte(strconv.Itoa(n + 1)), If: cond}})
+				if errors.Is(err, store.ErrConflict) {
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				taken[n+1]++
+				mu.Unlock()
+				break
+			}
+		}
+	})
+	r, err := s.GetRecord(ctx, "ns", "counter")
+	check(t, err)
+	wantEqual(t, "counter", string(r.Value), strconv.Itoa(workers*increments))
+	for n := 1; n <= workers*increments; n++ {
+		if taken[n] != 1 {
+			t.Fatalf("number %d taken %d times", n, taken[n])
+		}
+	}
 }
