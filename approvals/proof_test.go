@@ -163,7 +163,7 @@ func TestFreshProof(t *testing.T) {
 		skew time.Duration
 		want error
 	}{
-		"someone else's credential": {approvals.Presented{Identity: "cy@acme.corp", Roles: []string{"finance-manager"}, Digest: digest}, 0, approvals.ErrProofIdentity},
+		"someone else's credential":  {approvals.Presented{Identity: "cy@acme.corp", Roles: []string{"finance-manager"}, Digest: digest}, 0, approvals.ErrProofIdentity},
 		"re-issued without the role": {approvals.Presented{Identity: bob.Identity, Roles: []string{"employee"}, Digest: digest}, 0, approvals.ErrProofRoles},
 		"after the max age":          {approvals.Presented{Identity: bob.Identity, Roles: bob.Roles, Digest: digest}, 3 * time.Minute, approvals.ErrProofLate},
 	} {
