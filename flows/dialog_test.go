@@ -4,7 +4,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/store"
 )
 
@@ -49,7 +51,9 @@ func TestDialogEncoding(t *testing.T) {
 	table := dialogTable()
 	all := []dialog{&authWait{Request: "r"}, &mcpServer{question: q}, &mcpExisting{question: q, Server: "s"}, &mcpField{Server: "s", Field: 2},
 		&approvalConfirm{question: q, Server: "s", Tool: "t", Args: `not even json`}, &myRequests{question: q}, &myRequest{chosenRequest{question: q, ID: "i"}},
-		&pendingList{question: q}, &pendingRequest{chosenRequest{question: q, ID: "i"}}}
+		&pendingList{question: q}, &pendingRequest{chosenRequest{question: q, ID: "i"}},
+		&approvalProof{Request: "r", Tool: "t", Ticket: approvals.ProofTicket{Approval: "a", Approver: "bob@acme.corp",
+			Asked: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), MaxAge: 5 * time.Minute}}}
 	if len(all) != len(table) {
 		t.Fatalf("%d kinds tested, %d in the table", len(all), len(table))
 	}
