@@ -3,6 +3,7 @@ package credential
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -53,7 +54,23 @@ func (s *Signer) Sign(id string, claims map[string]any, issued time.Time) ([]byt
 	if err != nil {
 		return nil, fmt.Errorf("sign %s: %w", s.typ, err)
 	}
-	return vc, nil
+	return singleProofObject(vc)
+}
+
+// singleProofObject writes a document's one proof as an object, not as a list of one (what
+// afgo's signer writes): Credo's JSON-LD credential format refuses proof lists. The proof is
+// not part of what it signs, so the signature holds either way.
+func singleProofObject(doc []byte) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return nil, err
+	}
+	var proofs []json.RawMessage
+	if json.Unmarshal(m["proof"], &proofs) != nil || len(proofs) != 1 {
+		return doc, nil
+	}
+	m["proof"] = proofs[0]
+	return json.Marshal(m)
 }
 
 // Statement is a verified statement.
@@ -71,22 +88,33 @@ type Statement struct {
 // no one, [ErrUntrustedIssuer]) and its type (typ, [ErrNoCredential]). Errors wrap the
 // sentinels of [Verify]; [Reason] names them.
 func VerifyStatement(raw []byte, typ string, issuers []string) (Statement, error) {
-	l, err := newDocumentLoader()
+	st, err := CheckSigned(raw)
 	if err != nil {
 		return Statement{}, fmt.Errorf("verify statement: %w", err)
 	}
+	if !slices.Contains(issuers, st.Issuer) {
+		return Statement{}, fmt.Errorf("verify statement: issuer %s: %w", st.Issuer, ErrUntrustedIssuer)
+	}
+	if !slices.Contains(st.Types, typ) {
+		return Statement{}, fmt.Errorf("verify statement: types %v, want %s: %w", st.Types, typ, ErrNoCredential)
+	}
+	return st, nil
+}
+
+// CheckSigned checks that a JSON-LD credential is well formed and signed by its own issuer
+// (a did:key), whoever that is: what a wallet checks of a credential it is offered. Whether
+// the issuer is trusted is the caller's question ([VerifyStatement]).
+func CheckSigned(raw []byte) (Statement, error) {
+	l, err := newDocumentLoader()
+	if err != nil {
+		return Statement{}, err
+	}
 	if len(raw) == 0 || raw[0] != '{' {
-		return Statement{}, fmt.Errorf("verify statement: not a JSON-LD credential: %w", ErrMalformed)
+		return Statement{}, fmt.Errorf("not a JSON-LD credential: %w", ErrMalformed)
 	}
 	c, err := checkLDCredential(l, raw)
 	if err != nil {
-		return Statement{}, fmt.Errorf("verify statement: %w", err)
-	}
-	if !slices.Contains(issuers, c.issuer) {
-		return Statement{}, fmt.Errorf("verify statement: issuer %s: %w", c.issuer, ErrUntrustedIssuer)
-	}
-	if !slices.Contains(c.types, typ) {
-		return Statement{}, fmt.Errorf("verify statement: types %v, want %s: %w", c.types, typ, ErrNoCredential)
+		return Statement{}, err
 	}
 	return Statement{ID: c.id, Issuer: c.issuer, Types: c.types, Issued: c.notBefore, Claims: c.claims}, nil
 }

@@ -32,6 +32,9 @@ func TestStatement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !bytes.Contains(vc, []byte(`"proof":{`)) {
+		t.Errorf("the proof is not one object (Credo refuses proof lists): %s", vc)
+	}
 	st, err := VerifyStatement(vc, "PackbotReceipt", []string{s.Issuer()})
 	if err != nil {
 		t.Fatal(err)
