@@ -236,7 +236,6 @@ func (f *freshFixture) checkReceipt(t *testing.T, a store.Approval, digest strin
 		t.Fatalf("audit: %v, %v", rows, err)
 	}
 	c := st.Claims
-	record, _ := c[approvals.ClaimAuditRecord].(map[string]any)
 	votes, _ := c[approvals.ClaimVotes].([]any)
 	vote, _ := votes[0].(map[string]any)
 	switch {
@@ -244,9 +243,9 @@ func (f *freshFixture) checkReceipt(t *testing.T, a store.Approval, digest strin
 		c[approvals.ClaimServer] != "bank", c[approvals.ClaimOutcome] != store.OutcomeExecuted, c[approvals.ClaimApprovalID] != a.ID,
 		c[approvals.ClaimArgsFingerprint] != a.Fingerprint, c[approvals.ClaimResultFingerprint] == "":
 		t.Errorf("receipt claims %v", c)
-	case record["id"] != jsonNumber(rows[0].ID):
-		t.Errorf("receipt's audit record %v, the audit's %d", record, rows[0].ID)
-	case len(votes) != 1 || vote["approver"] != bob.Identity || vote["decision"] != store.VoteApprove || vote["proof"] != digest:
+	case c[approvals.ClaimAuditRecordID] != jsonNumber(rows[0].ID) || c[approvals.ClaimAuditRecordHash] != rows[0].Hash:
+		t.Errorf("receipt's audit record %v, the audit's %d", c[approvals.ClaimAuditRecordID], rows[0].ID)
+	case len(votes) != 1 || vote[approvals.VoteApprover] != bob.Identity || vote[approvals.VoteDecision] != store.VoteApprove || vote[approvals.VoteProofDigest] != digest:
 		t.Errorf("receipt's votes %v", votes)
 	}
 	if raw := string(o.Credential); strings.Contains(raw, "rcp-globex") {

@@ -43,8 +43,18 @@ const (
 	ClaimExecutedAt        = "executedAt"
 	ClaimRequestedAt       = "requestedAt"
 	ClaimApprovalID        = "approvalId"
-	ClaimVotes             = "votes"       // [{approver, decision, at, proof}]
-	ClaimAuditRecord       = "auditRecord" // {id, hash}
+	ClaimVotes             = "votes" // [{approver, decision, at, proofDigest}]
+	ClaimAuditRecordID     = "auditRecordId"
+	ClaimAuditRecordHash   = "auditRecordHash"
+)
+
+// Claims of each vote in ClaimVotes. (Not "proof" nor "id": the W3C credentials context gives
+// those a meaning of their own, and a wallet would sign and verify another document.)
+const (
+	VoteApprover    = "approver"
+	VoteDecision    = "decision"
+	VoteAt          = "at"
+	VoteProofDigest = "proofDigest"
 )
 
 // ReceiptSigner signs receipts (credential.Signer implements it): the credential with id,
@@ -135,7 +145,7 @@ func ReceiptClaims(a store.Approval, rec store.AuditRecord) map[string]any {
 	sum := sha256.Sum256(result)
 	votes := make([]any, 0, len(a.Votes))
 	for _, v := range a.Votes {
-		votes = append(votes, map[string]any{"approver": v.Approver, "decision": v.Decision, "at": stamp(v.At), "proof": v.Proof})
+		votes = append(votes, map[string]any{VoteApprover: v.Approver, VoteDecision: v.Decision, VoteAt: stamp(v.At), VoteProofDigest: v.Proof})
 	}
 	return map[string]any{
 		ClaimIdentity:          a.Requester,
@@ -148,7 +158,8 @@ func ReceiptClaims(a store.Approval, rec store.AuditRecord) map[string]any {
 		ClaimRequestedAt:       stamp(a.CreatedAt),
 		ClaimApprovalID:        a.ID,
 		ClaimVotes:             votes,
-		ClaimAuditRecord:       map[string]any{"id": strconv.FormatInt(rec.ID, 10), "hash": rec.Hash},
+		ClaimAuditRecordID:     strconv.FormatInt(rec.ID, 10),
+		ClaimAuditRecordHash:   rec.Hash,
 	}
 }
 

@@ -41,15 +41,13 @@ func (r *runner) receipt(ctx context.Context, w *wallet, st Step) error {
 		return fmt.Errorf("%s's receipt is of %v's %v, %v; want %s's %s, %s", w.name, c[approvals.ClaimIdentity], c[approvals.ClaimTool],
 			c[approvals.ClaimOutcome], w.claims["email"], st.Tool, st.Text)
 	}
-	var votes []struct {
-		Proof string `json:"proof"`
-	}
+	var votes []map[string]any
 	if b, err := json.Marshal(c[approvals.ClaimVotes]); err != nil || json.Unmarshal(b, &votes) != nil {
 		return fmt.Errorf("%s's receipt has no readable votes: %v", w.name, c[approvals.ClaimVotes])
 	}
 	proved := 0
 	for _, v := range votes {
-		if v.Proof != "" {
+		if d, _ := v[approvals.VoteProofDigest].(string); d != "" {
 			proved++
 		}
 	}
@@ -61,11 +59,10 @@ func (r *runner) receipt(ctx context.Context, w *wallet, st Step) error {
 
 // auditHolds checks that the store holds the audit record a receipt's claims c quote.
 func (r *runner) auditHolds(ctx context.Context, w *wallet, c map[string]any) error {
-	rec, _ := c[approvals.ClaimAuditRecord].(map[string]any)
-	idText, _ := rec["id"].(string)
+	idText, _ := c[approvals.ClaimAuditRecordID].(string)
 	id, err := strconv.ParseInt(idText, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%s's receipt quotes audit record %v", w.name, rec)
+		return fmt.Errorf("%s's receipt quotes audit record %q", w.name, idText)
 	}
 	tool, _ := c[approvals.ClaimTool].(string)
 	rows, err := r.w.st.ListAudit(ctx, store.AuditQuery{Identity: w.claims["email"], Tool: tool, Limit: 100})
@@ -74,7 +71,7 @@ func (r *runner) auditHolds(ctx context.Context, w *wallet, c map[string]any) er
 	}
 	for _, row := range rows {
 		if row.ID == id {
-			if row.Outcome != c[approvals.ClaimOutcome] || row.ApprovalID != c[approvals.ClaimApprovalID] || row.Hash != rec["hash"] {
+			if row.Outcome != c[approvals.ClaimOutcome] || row.ApprovalID != c[approvals.ClaimApprovalID] || row.Hash != c[approvals.ClaimAuditRecordHash] {
 				return fmt.Errorf("audit record %d is %+v; the receipt says %v", id, row, c)
 			}
 			return nil

@@ -25,7 +25,7 @@ func receiptForTests(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	vc, err := credential.NewSigner(k, "PackbotReceipt").Sign("urn:packbot:receipt:"+uuid.NewString(),
-		map[string]any{"identity": "ana@example.org", "tool": "send_money", "votes": []any{map[string]any{"approver": "bob", "proof": "ab"}}}, time.Now())
+		map[string]any{"identity": "ana@example.org", "tool": "send_money", "votes": []any{map[string]any{"approver": "bob", "proofDigest": "ab"}}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

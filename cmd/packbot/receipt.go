@@ -190,16 +190,12 @@ func readClaims(st credential.Statement) (receipt, error) {
 	if r.executedAt, err = time.Parse(time.RFC3339, text(approvals.ClaimExecutedAt)); err != nil {
 		return r, fmt.Errorf("claim %s: %w", approvals.ClaimExecutedAt, err)
 	}
-	rec, _ := c[approvals.ClaimAuditRecord].(map[string]any)
-	id, _ := rec["id"].(string)
-	if r.auditID, err = strconv.ParseInt(id, 10, 64); err != nil {
-		return r, fmt.Errorf("claim %s: no record id", approvals.ClaimAuditRecord)
+	if r.auditID, err = strconv.ParseInt(text(approvals.ClaimAuditRecordID), 10, 64); err != nil {
+		return r, fmt.Errorf("claim %s: no record id", approvals.ClaimAuditRecordID)
 	}
-	r.auditHash, _ = rec["hash"].(string)
-	if r.auditHash != "" {
-		if _, err := hex.DecodeString(r.auditHash); err != nil {
-			return r, fmt.Errorf("claim %s: hash %q is not hex", approvals.ClaimAuditRecord, r.auditHash)
-		}
+	r.auditHash = text(approvals.ClaimAuditRecordHash)
+	if _, err := hex.DecodeString(r.auditHash); err != nil {
+		return r, fmt.Errorf("claim %s: %q is not hex", approvals.ClaimAuditRecordHash, r.auditHash)
 	}
 	votes, _ := c[approvals.ClaimVotes].([]any)
 	r.votes = len(votes)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -50,11 +51,42 @@ func (s *Signer) Issuer() string { return s.key.DID() }
 // names may not be "id" or start with "@"; values must be JSON (objects and arrays too; a JSON
 // array is a set under JSON-LD, its order is not signed).
 func (s *Signer) Sign(id string, claims map[string]any, issued time.Time) ([]byte, error) {
+	if err := plainClaims("credentialSubject", claims); err != nil {
+		return nil, fmt.Errorf("sign %s: %w", s.typ, err)
+	}
 	vc, err := Issue(s.key, IssueRequest{Types: []string{s.typ}, Attributes: claims, IssuedAt: issued, ID: id, statement: true})
 	if err != nil {
 		return nil, fmt.Errorf("sign %s: %w", s.typ, err)
 	}
 	return singleProofObject(vc)
+}
+
+// reservedTerms are names the W3C credentials context gives a meaning of their own ("proof" is
+// a graph container, "id" an IRI): a nested claim named so would be signed as something else
+// than it reads, and wallets (Credo) then fail to verify what afgo signed.
+var reservedTerms = map[string]bool{"id": true, "type": true, "proof": true}
+
+// plainClaims refuses claim names, at any depth below the subject, that JSON-LD reads as
+// something else than plain data.
+func plainClaims(path string, v any) error {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if path != "credentialSubject" && reservedTerms[k] || strings.HasPrefix(k, "@") {
+				return fmt.Errorf("claim %s.%s: %q means something else in a W3C credential; name it otherwise", path, k, k)
+			}
+			if err := plainClaims(path+"."+k, x); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, x := range v {
+			if err := plainClaims(fmt.Sprintf("%s[%d]", path, i), x); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // singleProofObject writes a document's one proof as an object, not as a list of one (what

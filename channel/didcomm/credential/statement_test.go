@@ -26,8 +26,8 @@ func TestStatement(t *testing.T) {
 	s := NewSigner(k, "PackbotReceipt")
 	issued := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	claims := map[string]any{"identity": "ana@acme.corp", "tool": "send_money", "outcome": "executed",
-		"votes":       []any{map[string]any{"approver": "bob@acme.corp", "decision": "approve", "proof": "ab12"}},
-		"auditRecord": map[string]any{"id": "42", "hash": ""}}
+		"votes":       []any{map[string]any{"approver": "bob@acme.corp", "decision": "approve", "proofDigest": "ab12"}},
+		"auditRecordId": "42", "auditRecordHash": ""}
 	vc, err := s.Sign("urn:packbot:receipt:r1", claims, issued)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestStatement(t *testing.T) {
 		t.Fatalf("statement %+v", st)
 	}
 	votes, _ := st.Claims["votes"].([]any)
-	if v, _ := votes[0].(map[string]any); len(votes) != 1 || v["proof"] != "ab12" {
+	if v, _ := votes[0].(map[string]any); len(votes) != 1 || v["proofDigest"] != "ab12" {
 		t.Fatalf("votes %v", st.Claims["votes"])
 	}
 
@@ -66,6 +66,12 @@ func TestStatement(t *testing.T) {
 	}
 	if _, err := VerifyStatement([]byte("eyJhbGciOi.x.y"), "PackbotReceipt", []string{s.Issuer()}); !errors.Is(err, ErrMalformed) {
 		t.Errorf("a JWT: %v, want %v", err, ErrMalformed)
+	}
+	if _, err := s.Sign("urn:x", map[string]any{"votes": []any{map[string]any{"proof": "ab"}}}, issued); err == nil {
+		t.Error("a nested claim named proof was signed (Credo reads it as a proof graph)")
+	}
+	if _, err := s.Sign("urn:x", map[string]any{"auditRecord": map[string]any{"id": "7"}}, issued); err == nil {
+		t.Error("a nested claim named id was signed (an IRI under JSON-LD)")
 	}
 	if _, err := Issue(k, IssueRequest{Types: []string{"PackbotReceipt"}, Subject: "did:key:z6Mk", IssuedAt: issued, statement: true}); err == nil {
 		t.Error("a statement with a subject was issued")
