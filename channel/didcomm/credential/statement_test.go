@@ -26,7 +26,7 @@ func TestStatement(t *testing.T) {
 	s := NewSigner(k, "PackbotReceipt")
 	issued := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	claims := map[string]any{"identity": "ana@acme.corp", "tool": "send_money", "outcome": "executed",
-		"votes":       []any{map[string]any{"approver": "bob@acme.corp", "decision": "approve", "proofDigest": "ab12"}},
+		"votes":         []any{map[string]any{"approver": "bob@acme.corp", "decision": "approve", "proofDigest": "ab12"}},
 		"auditRecordId": "42", "auditRecordHash": ""}
 	vc, err := s.Sign("urn:packbot:receipt:r1", claims, issued)
 	if err != nil {
