@@ -273,7 +273,7 @@ func runWallet(ctx context.Context, a *app, o walletOptions, in io.Reader) error
 					ui.fail(err)
 				}
 			}
-			ui.show(e)
+			ui.receive(ctx, w, e)
 		case line, ok := <-lines:
 			if !ok {
 				return nil // end of input
