@@ -24,7 +24,9 @@ type walletUI struct {
 	dir      string               // the data folder, where credentials issued to the wallet are kept
 }
 
-func newWalletUI(a *app, o walletOptions) *walletUI { return &walletUI{a: a, scripted: o.scripted, dir: o.dir} }
+func newWalletUI(a *app, o walletOptions) *walletUI {
+	return &walletUI{a: a, scripted: o.scripted, dir: o.dir}
+}
 
 // out writes one event: obj as a JSON line when scripted, else the formatted text.
 func (u *walletUI) out(obj map[string]any, format string, args ...any) {
