@@ -19,7 +19,10 @@ func (u *walletUI) receive(ctx context.Context, w *didcomm.Wallet, e didcomm.Wal
 		o := e.CredentialOffer
 		u.out(map[string]any{"event": "credential-offer", "id": o.ID, "comment": o.Comment}, "the bot offers a credential: %s (accepting it)", o.Comment)
 		if err := w.AcceptCredential(ctx, o.ID); err != nil {
-			u.fail(err)
+			// Not a failure of anything the user asked: the offer stays with the bot, and the
+			// session goes on.
+			u.out(map[string]any{"event": "credential-not-accepted", "id": o.ID, "reason": err.Error()},
+				"could not accept the credential: %v", err)
 		}
 	case e.Credential != nil:
 		path, err := keepCredential(u.dir, *e.Credential)
