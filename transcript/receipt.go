@@ -17,17 +17,8 @@ import (
 // and, when st.N >= 0, with st.N votes that carry a proof digest.
 func (r *runner) receipt(ctx context.Context, w *wallet, st Step) error {
 	for len(w.receipts) == 0 {
-		m, err := w.w.Next(ctx)
-		if err != nil {
+		if err := w.pull(ctx); err != nil {
 			return fmt.Errorf("%s waiting for a receipt: %w", w.name, err)
-		}
-		switch {
-		case m.Menu != nil:
-			w.menu = m.Menu
-		case m.Profile != nil, m.Receipts != nil:
-		case w.keepReceipt(m):
-		default:
-			w.held = append(w.held, m)
 		}
 	}
 	vc := w.receipts[0]

@@ -439,18 +439,28 @@ var numberedRE = regexp.MustCompile(`^[0-9]+\. `)
 // held for the steps that follow (menu refreshes and notices travel separately).
 func (r *runner) waitMenu(ctx context.Context, w *wallet, items []MenuItem) error {
 	for w.menu == nil || !menuIs(*w.menu, items) {
-		m, err := w.w.Next(ctx)
-		if err != nil {
+		if err := w.pull(ctx); err != nil {
 			return fmt.Errorf("%s waiting for the menu %v (last %s): %w", w.name, items, describeMenu(w.menu), err)
 		}
-		switch {
-		case m.Menu != nil:
-			w.menu = m.Menu
-		case m.Profile != nil, m.Receipts != nil:
-		case w.keepReceipt(m):
-		default:
-			w.held = append(w.held, m)
-		}
+	}
+	return nil
+}
+
+// pull takes the wallet's next message while a step waits for state (a menu, a receipt): menus
+// and receipts become state, profiles and message receipts are dropped, and every other message
+// is held for the steps that follow.
+func (w *wallet) pull(ctx context.Context) error {
+	m, err := w.w.Next(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case m.Menu != nil:
+		w.menu = m.Menu
+	case m.Profile != nil, m.Receipts != nil:
+	case w.keepReceipt(m):
+	default:
+		w.held = append(w.held, m)
 	}
 	return nil
 }
