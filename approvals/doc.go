@@ -14,4 +14,10 @@
 // At execution the requester's current access is decided again (their roles from their latest
 // session) and the call runs through package toolcall, the path every tool call takes; an
 // approver's roles are checked when they decide.
+//
+// A policy with proof: fresh (proof.go) counts an approval only with a fresh presentation of the
+// approver's credential ([Service.AskProof], [Service.DecideProved]): in time, theirs, still
+// holding an approver role; its digest is kept in the vote. An approved call that ran gives its
+// requester a receipt (receipt.go): a credential signed through a [ReceiptSigner], quoting the
+// execution's audit record, offered through the outbox ([OfferKind]).
 package approvals

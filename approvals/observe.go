@@ -33,9 +33,11 @@ func (s *Service) Submit(ctx context.Context, r Request) (store.Approval, error)
 // Decide records approver's decision on request id. The approver's roles are checked now; a
 // decision that reaches the quorum runs the tool (once: the store hands out one execution
 // claim) and tells the requester the result.
+// An approval whose policy asks for a fresh proof is refused with ErrProofRequired: it goes
+// through [Service.DecideProved].
 func (s *Service) Decide(ctx context.Context, approver rbac.Caller, id string, approve bool) (store.Approval, error) {
 	ctx, end := s.obs.StartApprovalStep(ctx, "decide")
-	a, err := s.decide(ctx, approver, id, approve)
+	a, err := s.decide(ctx, approver, id, approve, "")
 	end(a.Server, a.Tool, status(a, err))
 	return a, err
 }

@@ -57,6 +57,9 @@ type Config struct {
 	SweepEvery time.Duration
 	// Observer, when set, is told of each step (submit, decide, cancel): metrics, traces.
 	Observer Observer
+	// Receipts, when set, signs the receipt an approved execution gives its requester
+	// (receipt.go); nil: no receipts.
+	Receipts ReceiptSigner
 }
 
 // Service runs approvals for one pack. Its methods are safe for concurrent use.
@@ -70,6 +73,8 @@ type Service struct {
 	now   func() time.Time
 	every time.Duration
 	obs   Observer
+	// receipts signs receipts (nil: none).
+	receipts ReceiptSigner
 }
 
 // New checks cfg and returns a service.
@@ -78,7 +83,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("approvals: Store, Pack and MCP are required")
 	}
 	s := &Service{st: cfg.Store, pool: cfg.MCP, kick: cfg.Kick, badge: cfg.BadgesChanged,
-		log: cfg.Logger, now: cfg.Now, every: cfg.SweepEvery, obs: cfg.Observer}
+		log: cfg.Logger, now: cfg.Now, every: cfg.SweepEvery, obs: cfg.Observer, receipts: cfg.Receipts}
 	if s.obs == nil {
 		s.obs = nopObserver{}
 	}
@@ -235,8 +240,9 @@ func (s *Service) findApprovers(ctx context.Context, a store.Approval) ([]string
 	return out, nil
 }
 
-// decide is Decide, unobserved.
-func (s *Service) decide(ctx context.Context, approver rbac.Caller, id string, approve bool) (store.Approval, error) {
+// decide is Decide, unobserved; proof is the digest of the presentation an approval was proved
+// with ("" for none: then an approval that needs one is refused).
+func (s *Service) decide(ctx context.Context, approver rbac.Caller, id string, approve bool, proof string) (store.Approval, error) {
 	a, err := s.st.GetApproval(ctx, id)
 	if err != nil {
 		return store.Approval{}, fmt.Errorf("decide approval %s: %w", id, err)
@@ -250,7 +256,10 @@ func (s *Service) decide(ctx context.Context, approver rbac.Caller, id string, a
 	if a.Status == store.ApprovalPending && s.gone(a) {
 		return s.withdraw(ctx, a, approver)
 	}
-	v := store.Vote{Approver: approver.Identity, Decision: store.VoteReject, At: s.now()}
+	if _, fresh := s.policy(a).FreshProof(); approve && fresh && proof == "" {
+		return a, ErrProofRequired
+	}
+	v := store.Vote{Approver: approver.Identity, Decision: store.VoteReject, At: s.now(), Proof: proof}
 	if approve {
 		v.Decision = store.VoteApprove
 	}
@@ -385,6 +394,7 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 		return a
 	}
 	s.kick(a.Requester)
+	s.offerReceipt(ctx, done)
 	return done
 }
 

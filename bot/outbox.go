@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/internal/logid"
@@ -166,6 +167,9 @@ var errNoConnection = errors.New("the recipient has no connection")
 // deliverOne sends m: a message to one connection as it is, a notice to its recipient's most
 // recent connection that accepts it (translated for that connection).
 func (b *Bot) deliverOne(ctx context.Context, m store.OutboxMessage, cache map[string][]store.Session) error {
+	if m.Kind == approvals.OfferKind {
+		return b.deliverOffer(ctx, m, cache)
+	}
 	if m.Kind == kindOut {
 		var o channel.Outbound
 		if err := json.Unmarshal(m.Payload, &o); err != nil || m.ConnectionID == "" {

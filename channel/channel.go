@@ -73,6 +73,13 @@ type ProofRequester interface {
 	RequestProof(ctx context.Context, conn string, r ProofRequest) (requestID string, err error)
 }
 
+// CredentialOfferer can offer the wallet a credential to keep, with the wallet's own credential
+// protocol (DIDComm: issue-credential 2.0). It returns once the offer is sent; the wallet may
+// accept it later, or never. A channel without it gets offers as texts ([Send]).
+type CredentialOfferer interface {
+	OfferCredential(ctx context.Context, conn string, o CredentialOffer) error
+}
+
 // ProfileSender can send the bot's own profile (name, description).
 type ProfileSender interface {
 	SendProfile(ctx context.Context, conn string, p Profile) error

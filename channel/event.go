@@ -101,6 +101,10 @@ type PresentationResult struct {
 	Types  []string `json:"types,omitempty"`
 	// Expires is when the credential expires; zero when it does not say.
 	Expires time.Time `json:"expires,omitzero"`
+	// Digest is the SHA-256 (hex) of what the wallet presented, as the channel received it (a
+	// DIDComm presentation's attachment, a VS Agent submission): the record of this proof
+	// that an approval's audit keeps. "" when nothing was presented.
+	Digest string `json:"digest,omitempty"`
 }
 
 func (e ConnectionReady) Connection() string    { return e.Conn }

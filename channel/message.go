@@ -1,8 +1,10 @@
 package channel
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Outbound messages. They are plain values with JSON tags, so that the bot's durable outbox can
@@ -120,4 +122,58 @@ type Receipts struct {
 	ID         string   `json:"id,omitempty"`
 	MessageIDs []string `json:"messageIds"`
 	State      string   `json:"state"`
+}
+
+// CredentialOffer offers the wallet a credential to keep: a W3C verifiable credential the bot
+// has signed already (a receipt). A [CredentialOfferer] offers it with the wallet's credential
+// protocol; any other channel sends [OfferText].
+type CredentialOffer struct {
+	ID string `json:"id,omitempty"`
+	// Comment says what the credential is; wallets show it with the offer.
+	Comment string `json:"comment,omitempty"`
+	// Credential is the signed credential (JSON-LD).
+	Credential json.RawMessage `json:"credential"`
+	// Preview are name/value pairs a wallet may show before its user accepts.
+	Preview []Attribute `json:"preview,omitempty"`
+}
+
+// Attribute is a name and its value, as shown to a user.
+type Attribute struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// OfferText is the text a channel without credential offers sends for o: its comment, a blank
+// line, and the credential's JSON, which the user can keep (and check with packbot receipt
+// verify).
+func OfferText(o CredentialOffer) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, o.Credential); err != nil {
+		b.Reset()
+		b.Write(o.Credential)
+	}
+	if o.Comment == "" {
+		return b.String()
+	}
+	return o.Comment + "\n\n" + b.String()
+}
+
+// CredentialInText finds the credential an [OfferText] carries: the JSON object that ends the
+// text (the whole text, or what follows its last blank line). ok is false when there is none.
+func CredentialInText(text string) (json.RawMessage, bool) {
+	text = strings.TrimSpace(text)
+	if i := strings.LastIndex(text, "\n\n{"); i >= 0 {
+		text = text[i+2:]
+	}
+	if !strings.HasPrefix(text, "{") || !json.Valid([]byte(text)) {
+		return nil, false
+	}
+	var v struct {
+		Subject json.RawMessage `json:"credentialSubject"`
+		Proof   json.RawMessage `json:"proof"`
+	}
+	if json.Unmarshal([]byte(text), &v) != nil || len(v.Subject) == 0 || len(v.Proof) == 0 {
+		return nil, false
+	}
+	return json.RawMessage(text), true
 }

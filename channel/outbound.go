@@ -15,13 +15,14 @@ var ErrUnsupported = errors.New("not supported by this channel")
 // with JSON tags, so that the bot's durable outbox can keep it and send it later (or again, with
 // the same id).
 type Outbound struct {
-	Text         *Text         `json:"text,omitempty"`
-	Menu         *Menu         `json:"menu,omitempty"`
-	Question     *Question     `json:"question,omitempty"`
-	ProofRequest *ProofRequest `json:"proofRequest,omitempty"`
-	Profile      *Profile      `json:"profile,omitempty"`
-	Invitation   *Invitation   `json:"invitation,omitempty"`
-	Receipts     *Receipts     `json:"receipts,omitempty"`
+	Text         *Text            `json:"text,omitempty"`
+	Menu         *Menu            `json:"menu,omitempty"`
+	Question     *Question        `json:"question,omitempty"`
+	ProofRequest *ProofRequest    `json:"proofRequest,omitempty"`
+	Profile      *Profile         `json:"profile,omitempty"`
+	Invitation   *Invitation      `json:"invitation,omitempty"`
+	Receipts     *Receipts        `json:"receipts,omitempty"`
+	Credential   *CredentialOffer `json:"credential,omitempty"`
 }
 
 // ID is the message's id on the wire.
@@ -41,6 +42,8 @@ func (o Outbound) ID() string {
 		return o.Invitation.ID
 	case o.Receipts != nil:
 		return o.Receipts.ID
+	case o.Credential != nil:
+		return o.Credential.ID
 	}
 	return ""
 }
@@ -62,6 +65,8 @@ func (o Outbound) Type() string {
 		return "invitation"
 	case o.Receipts != nil:
 		return "receipts"
+	case o.Credential != nil:
+		return "credential-offer"
 	}
 	return ""
 }
@@ -109,6 +114,8 @@ func Send(ctx context.Context, ch Channel, conn string, o Outbound) error {
 			return unsupported(ch, "receipts")
 		}
 		err = rs.SendReceipts(ctx, conn, *o.Receipts)
+	case o.Credential != nil:
+		err = offerCredential(ctx, ch, conn, *o.Credential)
 	default:
 		return fmt.Errorf("send to %s: %w: empty message", logid.Conn(conn), ErrRefused)
 	}
@@ -122,9 +129,21 @@ func unsupported(ch Channel, what string) error {
 	return fmt.Errorf("channel %s: %s: %w", ch.Name(), what, ErrUnsupported)
 }
 
+// offerCredential offers o with the channel's credential protocol, or as a text.
+func offerCredential(ctx context.Context, ch Channel, conn string, o CredentialOffer) error {
+	if co, ok := ch.(CredentialOfferer); ok {
+		return co.OfferCredential(ctx, conn, o)
+	}
+	_, err := ch.SendText(ctx, conn, Text{ID: o.ID, Content: OfferText(o)})
+	return err
+}
+
 // Capabilities says which optional capabilities a channel has.
 type Capabilities struct {
 	Menus, Questions, Proofs, Profiles, Invitations, Receipts bool
+	// Credentials: the channel offers credentials with the wallet's protocol ([CredentialOfferer]);
+	// without, offers go as texts.
+	Credentials bool
 	// Announced: the channel announces every connection ([ConnectionAnnouncer]).
 	Announced bool
 }
@@ -147,7 +166,8 @@ func CapabilitiesOf(ch Channel) Capabilities {
 	_, profiles := ch.(ProfileSender)
 	_, invitations := ch.(InvitationSender)
 	_, receipts := ch.(ReceiptSender)
+	_, credentials := ch.(CredentialOfferer)
 	a, ok := ch.(ConnectionAnnouncer)
 	return Capabilities{Menus: menus, Questions: questions, Proofs: proofs, Profiles: profiles, Invitations: invitations, Receipts: receipts,
-		Announced: ok && a.AnnouncesConnections()}
+		Credentials: credentials, Announced: ok && a.AnnouncesConnections()}
 }

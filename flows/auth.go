@@ -151,19 +151,12 @@ func (t *turn) inviteToIssuer(ctx context.Context) error {
 
 // verified logs the user in from a verified credential's claims.
 func (t *turn) verified(ctx context.Context, p channel.PresentationResult) error {
-	a := t.e.pack.Flows.Authentication
-	identity := claimString(p.Claims, a.UserIdentityAttribute)
+	identity, roles := t.e.claimed(p.Claims)
 	if identity == "" {
 		t.e.log.InfoContext(ctx, "authentication failed", slog.String("connection", logid.Conn(t.conn)),
-			slog.String("reason", fmt.Sprintf("the credential has no %q attribute (flows.authentication.userIdentityAttribute)", a.UserIdentityAttribute)))
+			slog.String("reason", fmt.Sprintf("the credential has no %q attribute (flows.authentication.userIdentityAttribute)",
+				t.e.pack.Flows.Authentication.UserIdentityAttribute)))
 		return t.sayKey(ctx, "AUTH_FAILED")
-	}
-	var roles []string
-	if a.RolesAttribute != "" {
-		roles = rbac.ParseRoles(p.Claims[a.RolesAttribute])
-	}
-	if len(roles) == 0 && a.DefaultRole != "" {
-		roles = []string{a.DefaultRole}
 	}
 	if t.s.Identity != "" && t.s.Identity != identity {
 		// Another user on this connection: what the previous one said is theirs.
@@ -184,6 +177,20 @@ func (t *turn) verified(ctx context.Context, p channel.PresentationResult) error
 		return t.sayKey(ctx, "AUTH_SUCCESS_NAME", "name", t.s.DisplayName)
 	}
 	return t.sayKey(ctx, "AUTH_SUCCESS")
+}
+
+// claimed is the identity and roles a verified credential's claims give, as the pack's
+// authentication reads them (identity "" when the credential lacks the attribute).
+func (e *Engine) claimed(claims map[string]any) (identity string, roles []string) {
+	a := e.pack.Flows.Authentication
+	identity = claimString(claims, a.UserIdentityAttribute)
+	if a.RolesAttribute != "" {
+		roles = rbac.ParseRoles(claims[a.RolesAttribute])
+	}
+	if len(roles) == 0 && a.DefaultRole != "" {
+		roles = []string{a.DefaultRole}
+	}
+	return identity, roles
 }
 
 // logout forgets who the user is and what they said.

@@ -4,7 +4,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/store"
 )
 
@@ -51,7 +53,9 @@ func TestDialogEncoding(t *testing.T) {
 		&approvalConfirm{question: q, Server: "s", Tool: "t", Args: `not even json`}, &myRequests{question: q}, &myRequest{chosenRequest{question: q, ID: "i"}},
 		&pendingList{question: q}, &pendingRequest{chosenRequest{question: q, ID: "i"}},
 		&promptList{question: q}, &resourceList{question: q}, &skillList{question: q},
-		&contextArgs{question: q, Server: "s", Prompt: "p", Title: "P", Order: []string{"a", "b"}, Index: 1, Args: map[string]string{"a": "x"}}}
+		&contextArgs{question: q, Server: "s", Prompt: "p", Title: "P", Order: []string{"a", "b"}, Index: 1, Args: map[string]string{"a": "x"}},
+		&approvalProof{Request: "r", Tool: "t", Ticket: approvals.ProofTicket{Approval: "a", Approver: "bob@acme.corp",
+			Asked: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), MaxAge: 5 * time.Minute}}}
 	if len(all) != len(table) {
 		t.Fatalf("%d kinds tested, %d in the table", len(all), len(table))
 	}

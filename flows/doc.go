@@ -9,7 +9,8 @@
 // use (context.go).
 //
 // A dialog that spans several events (authentication waiting for a proof, MCP credential
-// configuration, approval confirmation, my requests, pending approvals) is a type in its own
+// configuration, approval confirmation, my requests, pending approvals, an approver's fresh
+// proof) is a type in its own
 // file, stored in the session with a versioned encoding; table.go is the one table that says
 // which events each dialog accepts and which handler takes them: read it to find where a
 // message goes.

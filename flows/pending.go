@@ -57,6 +57,12 @@ func (t *turn) decisionChosen(ctx context.Context, r *pendingRequest, value stri
 	if value == choiceBack {
 		return t.pendingApprovals(ctx)
 	}
+	if value == choiceApprove {
+		// A policy with fresh proofs: the approval waits for the approver's presentation.
+		if asked, err := t.askApprovalProof(ctx, r.ID); asked || err != nil {
+			return err
+		}
+	}
 	// The approved call runs now: what its server asks goes to this approver.
 	cctx, stop := t.callContext(ctx)
 	a, err := t.e.appr.Decide(cctx, t.caller(), r.ID, value == choiceApprove)

@@ -69,6 +69,9 @@ func dialogTable() map[string]routes {
 			choice: onChoice((*turn).pendingChosen)},
 		kindPendingRequest: {state: store.StateChat, approvals: true, new: func() dialog { return &pendingRequest{} },
 			choice: onChoice((*turn).decisionChosen)},
+		// approvalproof.go: an approval waits for the approver's fresh proof (proof: fresh).
+		kindApprovalProof: {state: store.StateChat, approvals: true, new: func() dialog { return &approvalProof{} },
+			proof: onProof((*turn).approvalPresentation)},
 	}
 }
 

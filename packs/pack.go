@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Pack is a loaded, validated agent pack: everything a deployer says about one agent. Field
@@ -284,7 +285,45 @@ type ApprovalPolicy struct {
 	Quorum int `yaml:"quorum"`
 	// AllowSelfApproval lets a requester who holds an approver role run the tool at once.
 	AllowSelfApproval bool `yaml:"allowSelfApproval"`
+
+	// The fields below are packbot extensions (docs/approvals-accountability.md). Their JSON
+	// names are omitted when unset, so that the fingerprint of a request under a policy without
+	// them (approvals.Fingerprint) stays what it was.
+
+	// Proof is ProofFresh when approvers prove themselves at the moment they approve: a new
+	// presentation of the credential they log in with, whose identity is theirs and whose roles
+	// still hold an approver role. "" (the default): their login is enough.
+	Proof string `yaml:"proof" json:",omitempty"`
+	// ProofMaxAge is how long after Approve the presentation may arrive, as a duration ("5m",
+	// "90s"; default DefaultProofMaxAge). Only with Proof.
+	ProofMaxAge string `yaml:"proofMaxAge" json:",omitempty"`
+	// Receipt, when false, gives the requester no receipt of an approved execution (default:
+	// a receipt, a credential signed by the bot).
+	Receipt *bool `yaml:"receipt" json:",omitempty"`
 }
+
+// ProofFresh is the [ApprovalPolicy.Proof] that makes approvers prove themselves when they
+// approve.
+const ProofFresh = "fresh"
+
+// DefaultProofMaxAge is how long a fresh proof may take when a policy does not say.
+const DefaultProofMaxAge = 5 * time.Minute
+
+// FreshProof reports whether approvers of p must prove themselves when they approve, and how
+// long the presentation may take. A pack that loaded has a valid ProofMaxAge.
+func (p *ApprovalPolicy) FreshProof() (maxAge time.Duration, ok bool) {
+	if p == nil || p.Proof != ProofFresh {
+		return 0, false
+	}
+	d, err := time.ParseDuration(p.ProofMaxAge)
+	if err != nil || d <= 0 {
+		d = DefaultProofMaxAge
+	}
+	return d, true
+}
+
+// Receipts reports whether an approved execution under p gives the requester a receipt.
+func (p *ApprovalPolicy) Receipts() bool { return p != nil && (p.Receipt == nil || *p.Receipt) }
 
 // Authentication modes of a server (packbot extension).
 const (

@@ -345,6 +345,7 @@ func (v *validator) toolAccess(path string, s *Server) {
 		if a.Quorum < 1 {
 			v.errorf(joinPath(ap, "quorum"), "must be 1 or more, not %d", a.Quorum)
 		}
+		v.proof(ap, a)
 		for j, t := range a.Tools {
 			tp := indexPath(joinPath(ap, "tools"), j)
 			if prev, dup := seen[t]; dup {

@@ -47,6 +47,9 @@ type Vote struct {
 	Approver string // identity
 	Decision string // VoteApprove or VoteReject
 	At       time.Time
+	// Proof is the digest (SHA-256, hex) of the presentation the approver made when deciding,
+	// when the request's policy asks approvers to prove themselves then; "" otherwise.
+	Proof string
 }
 
 // Approval is a tool call waiting for (or past) approval.

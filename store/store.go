@@ -335,6 +335,8 @@ type AuditRecord struct {
 	Outcome         string
 	Latency         time.Duration
 	Error           string
+	// Hash is the record's chain hash (hex), set by the store when the row is written.
+	Hash string
 }
 
 // AuditQuery narrows [Audit.ListAudit]; empty fields match everything.

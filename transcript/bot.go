@@ -19,6 +19,7 @@ import (
 	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/bot"
 	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/channel/didcomm/credential"
 	"github.com/packbot/packbot/flows"
 	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/mcp"
@@ -72,6 +73,8 @@ type world struct {
 	// records is the HR server: demoserver's Writes (elicitation, progress, sampling).
 	records *demoserver.Server
 	appr    *approvals.Service
+	// receipts signs the receipts of approved executions.
+	receipts *credential.Signer
 	// logPath is the file of everything the bot logged, at debug level (logs: never).
 	logPath string
 	// offset moves the approvals' clock (expiry).
@@ -181,7 +184,12 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 		t.Fatal(err)
 	}
 	var b *bot.Bot
-	w.appr, err = approvals.New(approvals.Config{Store: st, Pack: p, MCP: pool, Logger: log,
+	receiptKey, err := credential.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.receipts = credential.NewSigner(receiptKey, approvals.ReceiptType)
+	w.appr, err = approvals.New(approvals.Config{Store: st, Pack: p, MCP: pool, Logger: log, Receipts: w.receipts,
 		Now:           func() time.Time { return time.Now().Add(time.Duration(w.offset.Load())) },
 		Kick:          func(id string) { b.Kick(id) },
 		BadgesChanged: func(ctx context.Context, ids []string) { b.RefreshMenus(ctx, ids) }})
@@ -210,6 +218,7 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 	w.waitTools(t, pool, "payments")
 	w.waitTools(t, pool, "records")
 	w.waitTools(t, pool, "hollyhr")
+	w.waitTools(t, pool, "treasury")
 	return w
 }
 

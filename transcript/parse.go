@@ -44,6 +44,8 @@ const (
 	LLMLacks                           // llm: lacks "text"
 	ResourceUpdate                     // update: URI "text"
 	ServerRemove                       // remove: prompt NAME | remove: resource URI
+	Hold                               // NAME: hold claim=value…
+	Receipt                            // receipt: NAME TOOL OUTCOME [proved=N]
 )
 
 // GreetingKey names the pack's greeting in a transcript; its argument name= is the user's name.
@@ -260,6 +262,8 @@ func (p *parser) line(n int, line string) error {
 		}
 		p.add(Step{Line: n, Kind: ResourceUpdate, Text: uri, Names: []string{text}})
 		return nil
+	case "receipt:":
+		return p.receipt(n, rest)
 	}
 	if m, ok := strings.CutPrefix(rest, "menu:"); ok && nameRE.MatchString(head) {
 		if err := p.known(head); err != nil {
@@ -279,7 +283,7 @@ func (p *parser) line(n int, line string) error {
 	}
 	sub := actorRE.FindStringSubmatch(line)
 	if sub == nil {
-		return fmt.Errorf("unknown step %q: want connect, login, world:, update:, remove:, llm:, clock:, calls:, errors:, audit:, logs:, or a wallet name with >, <, <~, ?, ?~, : (or \"menu:\") after it", head)
+		return fmt.Errorf("unknown step %q: want connect, login, world:, update:, remove:, llm:, clock:, calls:, errors:, audit:, logs:, receipt:, or a wallet name with >, <, <~, ?, ?~, : (or \"menu:\") after it", head)
 	}
 	who, op, arg := sub[1], sub[2], strings.TrimSpace(sub[3])
 	if err := p.known(who); err != nil {
@@ -422,8 +426,14 @@ func (p *parser) action(n int, who, arg string) error {
 			return fmt.Errorf("profile: want a language, got %q", rest)
 		}
 		st.Kind, st.Text = Profile, rest
+	case "hold":
+		claims, err := claimList("hold", rest)
+		if err != nil {
+			return err
+		}
+		st.Kind, st.Claims = Hold, claims
 	default:
-		return fmt.Errorf("unknown action %q: want select, present, decline, answer, type or profile", verb)
+		return fmt.Errorf("unknown action %q: want select, present, decline, answer, type, profile or hold", verb)
 	}
 	p.add(st)
 	return nil
@@ -624,4 +634,49 @@ func splitOutside(s, sep string) []string {
 		}
 	}
 	return append(out, s[start:])
+}
+
+// claimList reads "claim=value…" (values quoted when they hold spaces).
+func claimList(step, rest string) (map[string]string, error) {
+	toks, err := tokens(rest)
+	if err != nil {
+		return nil, err
+	}
+	claims := map[string]string{}
+	for _, t := range toks {
+		k, v, ok := strings.Cut(t, "=")
+		if !ok || k == "" || k == "lang" {
+			return nil, fmt.Errorf("%s: want claim=value, got %q", step, t)
+		}
+		if claims[k], err = unquote(v); err != nil {
+			return nil, fmt.Errorf("%s: claim %s: %w", step, k, err)
+		}
+	}
+	if len(claims) == 0 {
+		return nil, fmt.Errorf("%s: want at least one claim=value", step)
+	}
+	return claims, nil
+}
+
+// receipt reads "receipt: NAME TOOL OUTCOME [proved=N]": the wallet's next receipt is of TOOL
+// with OUTCOME (executed, failed), and N of its votes carry a proof digest.
+func (p *parser) receipt(n int, rest string) error {
+	f := strings.Fields(rest)
+	if len(f) < 3 || len(f) > 4 || !keyRE.MatchString(f[1]) {
+		return fmt.Errorf("receipt: want NAME TOOL OUTCOME [proved=N], got %q", rest)
+	}
+	if err := p.known(f[0]); err != nil {
+		return err
+	}
+	st := Step{Line: n, Kind: Receipt, Wallet: f[0], Tool: f[1], Text: f[2], N: -1}
+	if len(f) == 4 {
+		v, ok := strings.CutPrefix(f[3], "proved=")
+		k, err := strconv.Atoi(v)
+		if !ok || err != nil || k < 0 {
+			return fmt.Errorf("receipt: want proved=N, got %q", f[3])
+		}
+		st.N = k
+	}
+	p.add(st)
+	return nil
 }

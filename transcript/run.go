@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"regexp"
@@ -121,6 +122,9 @@ type wallet struct {
 	held []channeltest.Received
 	// question and proof are the last question and proof request, until answered.
 	question, proof *channeltest.Received
+	// receipts are the credentials offered to the wallet (or sent as a text that carries one)
+	// that no receipt: step took yet, oldest first.
+	receipts []json.RawMessage
 }
 
 func (r *runner) step(ctx context.Context, st Step) error {
@@ -250,6 +254,17 @@ func (r *runner) step(ctx context.Context, st Step) error {
 		if len(rows) == 0 || rows[0].Decision != st.Names[0] || rows[0].Outcome != st.Names[1] {
 			return fmt.Errorf("the last audit row of %s by %s is %+v, want %s/%s", st.Tool, st.Text, rows, st.Names[0], st.Names[1])
 		}
+	case Hold:
+		h, ok := w.w.(channeltest.Holder)
+		if !ok {
+			return fmt.Errorf("hold: the wallets of this channel cannot hold another credential")
+		}
+		for k, v := range st.Claims {
+			w.claims[k] = v
+		}
+		return h.Hold(ctx, st.Claims)
+	case Receipt:
+		return r.receipt(ctx, w, st)
 	case Calls:
 		runs, _ := r.w.stats()
 		for tool, n := range st.Counts {
@@ -266,7 +281,7 @@ func (r *runner) connect(ctx context.Context, st Step) error {
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", st.Wallet, err)
 	}
-	ws := &wallet{name: st.Wallet, w: w, lang: r.lang(st.Text), claims: st.Claims}
+	ws := &wallet{name: st.Wallet, w: w, lang: r.lang(st.Text), claims: maps.Clone(st.Claims)}
 	r.wallets[st.Wallet] = ws
 	if err := w.SendProfile(ctx, st.Claims["name"], st.Text); err != nil {
 		return fmt.Errorf("send the profile of %s: %w", st.Wallet, err)
@@ -299,10 +314,27 @@ func (w *wallet) next(ctx context.Context) (channeltest.Received, error) {
 		case m.Menu != nil:
 			w.menu = m.Menu
 		case m.Profile != nil, m.Receipts != nil:
+		case w.keepReceipt(m):
 		default:
 			return m, nil
 		}
 	}
+}
+
+// keepReceipt keeps m when it offers a credential, by the channel's protocol or as a text
+// carrying one (a channel without credential offers).
+func (w *wallet) keepReceipt(m channeltest.Received) bool {
+	switch {
+	case m.Credential != nil:
+		w.receipts = append(w.receipts, m.Credential.Credential)
+		return true
+	case m.Text != nil:
+		if vc, ok := channel.CredentialInText(m.Text.Content); ok {
+			w.receipts = append(w.receipts, vc)
+			return true
+		}
+	}
+	return false
 }
 
 func (r *runner) expectProof(ctx context.Context, w *wallet) error {
@@ -413,17 +445,28 @@ var numberedRE = regexp.MustCompile(`^[0-9]+\. `)
 // held for the steps that follow (menu refreshes and notices travel separately).
 func (r *runner) waitMenu(ctx context.Context, w *wallet, items []MenuItem) error {
 	for w.menu == nil || !menuIs(*w.menu, items) {
-		m, err := w.w.Next(ctx)
-		if err != nil {
+		if err := w.pull(ctx); err != nil {
 			return fmt.Errorf("%s waiting for the menu %v (last %s): %w", w.name, items, describeMenu(w.menu), err)
 		}
-		switch {
-		case m.Menu != nil:
-			w.menu = m.Menu
-		case m.Profile != nil, m.Receipts != nil:
-		default:
-			w.held = append(w.held, m)
-		}
+	}
+	return nil
+}
+
+// pull takes the wallet's next message while a step waits for state (a menu, a receipt): menus
+// and receipts become state, profiles and message receipts are dropped, and every other message
+// is held for the steps that follow.
+func (w *wallet) pull(ctx context.Context) error {
+	m, err := w.w.Next(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case m.Menu != nil:
+		w.menu = m.Menu
+	case m.Profile != nil, m.Receipts != nil:
+	case w.keepReceipt(m):
+	default:
+		w.held = append(w.held, m)
 	}
 	return nil
 }

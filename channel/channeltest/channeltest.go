@@ -42,12 +42,14 @@ type Received struct {
 	Profile      *channel.Profile
 	Invitation   *channel.Invitation
 	Receipts     *channel.Receipts
+	// Credential is a credential offered to the wallet to keep (a receipt).
+	Credential *channel.CredentialOffer
 }
 
 // wireID is the id the bot gave the message ("" when none).
 func (r Received) wireID() string {
 	return channel.Outbound{Text: r.Text, Menu: r.Menu, Question: r.Question, ProofRequest: r.ProofRequest,
-		Profile: r.Profile, Invitation: r.Invitation, Receipts: r.Receipts}.ID()
+		Profile: r.Profile, Invitation: r.Invitation, Receipts: r.Receipts, Credential: r.Credential}.ID()
 }
 
 func (r Received) String() string {
@@ -66,8 +68,17 @@ func (r Received) String() string {
 		return "invitation"
 	case r.Receipts != nil:
 		return "receipts"
+	case r.Credential != nil:
+		return "credential offer"
 	}
 	return "nothing"
+}
+
+// Holder is a wallet whose credential can be replaced, as when its issuer re-issues it with
+// other claims: its next presentations present claims (with the same holder). Harnesses whose
+// wallets are Holders can replay transcripts that re-issue credentials.
+type Holder interface {
+	Hold(ctx context.Context, claims map[string]string) error
 }
 
 // Harness is a channel under test and the way to connect wallets to it.

@@ -3,7 +3,9 @@ package channeltest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -191,6 +193,12 @@ func (m *Memory) SendReceipts(_ context.Context, conn string, r channel.Receipts
 	return err
 }
 
+// OfferCredential implements channel.CredentialOfferer: the wallet receives the offer.
+func (m *Memory) OfferCredential(_ context.Context, conn string, o channel.CredentialOffer) error {
+	_, err := m.send(conn, Received{Credential: &o})
+	return err
+}
+
 // MemoryWallet is a wallet of a [Memory] channel.
 type MemoryWallet struct {
 	m      *Memory
@@ -232,13 +240,35 @@ func (w *MemoryWallet) SendProfile(ctx context.Context, displayName, language st
 	return w.m.deliver(ctx, channel.ProfileReceived{Conn: w.conn, DisplayName: displayName, PreferredLanguage: language})
 }
 
-// Present implements Wallet: the result is verified with the wallet's claims.
+// Present implements Wallet: the result is verified with the wallet's claims; its digest is
+// that of the claims and the request.
 func (w *MemoryWallet) Present(ctx context.Context, requestID string) error {
+	w.mu.Lock()
 	claims := make(map[string]any, len(w.claims))
 	for k, v := range w.claims {
 		claims[k] = v
 	}
-	return w.m.deliver(ctx, channel.PresentationResult{Conn: w.conn, RequestID: requestID, Outcome: channel.Verified, Claims: claims})
+	w.mu.Unlock()
+	presented, _ := json.Marshal(map[string]any{"request": requestID, "claims": claims}) // strings: cannot fail
+	digest := sha256.Sum256(presented)
+	return w.m.deliver(ctx, channel.PresentationResult{Conn: w.conn, RequestID: requestID, Outcome: channel.Verified, Claims: claims,
+		Digest: hex.EncodeToString(digest[:])})
+}
+
+// Hold implements Holder: the wallet's credential now has claims (those it had are replaced by
+// the ones given; the others stay).
+func (w *MemoryWallet) Hold(_ context.Context, claims map[string]string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	held := make(map[string]string, len(w.claims)+len(claims))
+	for k, v := range w.claims {
+		held[k] = v
+	}
+	for k, v := range claims {
+		held[k] = v
+	}
+	w.claims = held
+	return nil
 }
 
 // Decline implements Wallet.
@@ -254,12 +284,14 @@ func (w *MemoryWallet) Fail(ctx context.Context, requestID string, outcome chann
 
 // Interface guards.
 var (
-	_ channel.Channel          = (*Memory)(nil)
-	_ channel.MenuSender       = (*Memory)(nil)
-	_ channel.QuestionAsker    = (*Memory)(nil)
-	_ channel.ProofRequester   = (*Memory)(nil)
-	_ channel.ProfileSender    = (*Memory)(nil)
-	_ channel.InvitationSender = (*Memory)(nil)
-	_ channel.ReceiptSender    = (*Memory)(nil)
-	_ Wallet                   = (*MemoryWallet)(nil)
+	_ channel.Channel           = (*Memory)(nil)
+	_ channel.MenuSender        = (*Memory)(nil)
+	_ channel.QuestionAsker     = (*Memory)(nil)
+	_ channel.ProofRequester    = (*Memory)(nil)
+	_ channel.ProfileSender     = (*Memory)(nil)
+	_ channel.InvitationSender  = (*Memory)(nil)
+	_ channel.ReceiptSender     = (*Memory)(nil)
+	_ channel.CredentialOfferer = (*Memory)(nil)
+	_ Wallet                    = (*MemoryWallet)(nil)
+	_ Holder                    = (*MemoryWallet)(nil)
 )

@@ -232,6 +232,8 @@ func (c *Channel) inbound(ctx context.Context, connID string, m service.DIDCommM
 			thid, _ := m.ThreadID()
 			c.proofs.forget(ctx, thid)
 		}
+	case typeRequestCredential, typeCredentialAck, typeCredentialProblem:
+		c.credentialInbound(ctx, connID, typ, m, raw)
 	case typeReceipts, typeRequestReceipt, typePingResponse, typePresentationAck:
 		c.log.DebugContext(ctx, "didcomm message", "connection", connID, "type", typ)
 	default:

@@ -17,8 +17,10 @@
 //
 // Protocols: out-of-band invitations (one reusable invitation, kept), DID exchange (afgo's),
 // and, in one protocol service of this package, basic message, action menu, question-answer,
-// user profile, receipts, trust ping, in-band out-of-band 1.1 invitations and present-proof 2.0
-// with a DIF presentation definition; presentations are verified by the credential subpackage.
+// user profile, receipts, trust ping, in-band out-of-band 1.1 invitations, present-proof 2.0
+// with a DIF presentation definition (presentations are verified by the credential subpackage)
+// and issue-credential 2.0 with the JSON-LD detail format, for credentials the bot signed already
+// (receipts: issue.go).
 // What a message means is the bot's business: the channel translates and decides nothing.
 //
 //	ch, err := didcomm.Open(ctx, didcomm.Config{Records: st, PublicURL: "http://127.0.0.1:8080", MasterKey: key})

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -89,6 +91,8 @@ type testWallet struct {
 	conn   string // the wallet's own connection id
 	botCon string // the bot's id for the same connection
 	queue  channeltest.Queue[WalletEvent]
+	holder *credential.Key
+	claims map[string]string
 }
 
 // issuerForTests signs the test credentials; the harness's proof request trusts it.
@@ -103,19 +107,7 @@ func newTestWallet(t testing.TB, ctx context.Context, bot *Channel, st store.Rec
 	if creds != nil {
 		vcs = creds(holder)
 	} else {
-		// A claim written as a JSON array (roles=["a","b"]) becomes an array attribute, as an
-		// issuer would put it.
-		attrs := make(map[string]any, len(claims))
-		for k, v := range claims {
-			var arr []any
-			if strings.HasPrefix(v, "[") && json.Unmarshal([]byte(v), &arr) == nil {
-				attrs[k] = arr
-			} else {
-				attrs[k] = v
-			}
-		}
-		vc, err := credential.Issue(issuerForTests, credential.IssueRequest{Types: []string{"EmployeeCredential"}, Subject: holder.DID(),
-			Attributes: attrs, IssuedAt: time.Now().Add(-time.Minute)})
+		vc, err := issueForTests(holder, claims)
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +122,7 @@ func newTestWallet(t testing.TB, ctx context.Context, bot *Channel, st store.Rec
 		return nil, err
 	}
 	mux.Handle("/", w.Handler())
-	tw := &testWallet{w: w, bot: bot}
+	tw := &testWallet{w: w, bot: bot, holder: holder, claims: claims}
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -199,12 +191,22 @@ func (tw *testWallet) SendProfile(ctx context.Context, name, lang string) error 
 func (tw *testWallet) Present(ctx context.Context, id string) error { return tw.w.Present(ctx, id) }
 func (tw *testWallet) Decline(ctx context.Context, id string) error { return tw.w.Decline(ctx, id) }
 
-// Next returns the next message; connection events and proof answers are not messages.
+// Next returns the next message; connection events and proof answers are not messages. A
+// credential offered is accepted, and the credential issued is the message.
 func (tw *testWallet) Next(ctx context.Context) (channeltest.Received, error) {
 	for {
 		e, err := tw.next(ctx)
 		if err != nil {
 			return channeltest.Received{}, err
+		}
+		if e.CredentialOffer != nil {
+			if err := tw.w.AcceptCredential(ctx, e.CredentialOffer.ID); err != nil {
+				return channeltest.Received{}, err
+			}
+			continue
+		}
+		if e.Credential != nil {
+			return channeltest.Received{ID: e.ID, Credential: e.Credential}, nil
 		}
 		if e.Connected || e.ProofAnswer != nil {
 			continue
@@ -227,6 +229,42 @@ func (tw *testWallet) nextAnswer(ctx context.Context) (*ProofAnswer, error) {
 	}
 }
 
+// Hold re-issues the wallet's credential with claims (the others stay), to the same holder.
+func (tw *testWallet) Hold(_ context.Context, claims map[string]string) error {
+	if tw.claims == nil {
+		return errors.New("a wallet given its credentials cannot hold others")
+	}
+	held := maps.Clone(tw.claims)
+	maps.Copy(held, claims)
+	vc, err := issueForTests(tw.holder, held)
+	if err != nil {
+		return err
+	}
+	tw.claims = held
+	tw.w.Hold([][]byte{vc})
+	return nil
+}
+
+// issueForTests issues the test issuer's EmployeeCredential with claims to holder. A claim
+// written as a JSON array (roles=["a","b"]) becomes an array attribute, as an issuer would put
+// it.
+func issueForTests(holder *credential.Key, claims map[string]string) ([]byte, error) {
+	attrs := make(map[string]any, len(claims))
+	for k, v := range claims {
+		var arr []any
+		if strings.HasPrefix(v, "[") && json.Unmarshal([]byte(v), &arr) == nil {
+			attrs[k] = arr
+		} else {
+			attrs[k] = v
+		}
+	}
+	return credential.Issue(issuerForTests, credential.IssueRequest{Types: []string{"EmployeeCredential"}, Subject: holder.DID(),
+		Attributes: attrs, IssuedAt: time.Now().Add(-time.Minute)})
+}
+
 func listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 
-var _ channeltest.Wallet = (*testWallet)(nil)
+var (
+	_ channeltest.Wallet = (*testWallet)(nil)
+	_ channeltest.Holder = (*testWallet)(nil)
+)

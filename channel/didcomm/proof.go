@@ -2,6 +2,8 @@ package didcomm
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -277,6 +279,8 @@ func (p *proofs) verify(conn, thid string, pend pendingProof, raw []byte) channe
 		res.Reason = "malformed presentation attachment: " + err.Error()
 		return res
 	}
+	sum := sha256.Sum256(vp)
+	res.Digest = hex.EncodeToString(sum[:])
 	got, err := credential.Verify(vp, pend.Challenge, pend.Domain, pend.Policy, p.now())
 	if err != nil {
 		res.Reason = credential.Reason(err) + ": " + err.Error()

@@ -62,6 +62,12 @@ type WalletEvent struct {
 	Receipts     *channel.Receipts
 	// ProofAnswer is the verifier's answer to a presentation: accepted, or the reason it was not.
 	ProofAnswer *ProofAnswer
+	// CredentialOffer is a credential offered to keep (its ID the offer's, to accept it with
+	// AcceptCredential): Credential is the offered credential without its proof.
+	CredentialOffer *channel.CredentialOffer
+	// Credential is a credential issued after the wallet accepted its offer (ID the offer's),
+	// checked against the offer and its issuer's signature, and kept by the wallet.
+	Credential *channel.CredentialOffer
 	// Pong answers a Ping; ReplyTo is the ping's id.
 	Pong bool
 }
@@ -79,8 +85,12 @@ type Wallet struct {
 	cfg WalletConfig
 	log *slog.Logger
 
-	mu   sync.Mutex
-	held map[string]heldRequest
+	mu     sync.Mutex
+	held   map[string]heldRequest
+	offers map[string]heldOffer
+	// creds are the credentials the wallet presents (cfg.Credentials until Hold); received are
+	// those issued to it (receipts).
+	creds, received [][]byte
 }
 
 // OpenWallet builds the holder agent on cfg.Records.
@@ -99,7 +109,8 @@ func OpenWallet(cfg WalletConfig) (*Wallet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Wallet{a: a, cfg: cfg, log: cfg.Logger.With("component", "wallet"), held: make(map[string]heldRequest)}, nil
+	return &Wallet{a: a, cfg: cfg, log: cfg.Logger.With("component", "wallet"), held: make(map[string]heldRequest),
+		offers: make(map[string]heldOffer), creds: slices.Clone(cfg.Credentials)}, nil
 }
 
 // Handler receives envelopes for the wallet; serve it at Endpoint.
@@ -219,6 +230,8 @@ func (w *Wallet) inbound(ctx context.Context, conn string, m service.DIDCommMsgM
 			_ = json.Unmarshal(raw, &pr)
 			e.ProofAnswer.Reason = pr.Description.En
 		}
+	case typeOfferCredential, typeIssueCredential, typeCredentialProblem:
+		return w.credentialInbound(ctx, e, typ, m, raw)
 	case typePing:
 		resp := pingMessage{header: header{Type: typePingResponse, ID: uuid.NewString(), Thread: &thread{ThID: m.ID()}}}
 		if err := w.a.send(ctx, conn, resp); err != nil {
@@ -294,7 +307,10 @@ func (w *Wallet) Present(ctx context.Context, requestID string) error {
 	if req.Request.W3C != nil { // set by the wallet's decoding of every request
 		typ = req.Request.W3C.CredentialType
 	}
-	for _, c := range w.cfg.Credentials {
+	w.mu.Lock()
+	held := w.creds
+	w.mu.Unlock()
+	for _, c := range held {
 		if slices.Contains(credentialTypes(c), typ) {
 			creds = append(creds, c)
 		}

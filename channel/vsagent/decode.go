@@ -2,6 +2,8 @@ package vsagent
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -207,11 +209,14 @@ func decodeAnswer(raw json.RawMessage, conn, id, threadID string) (channel.Event
 // Verified. Malformed items still make a result (VerificationFailed), so that the bot learns
 // the request ended; only a submission without a request id (threadId) is rejected. RequestID
 // stays empty: the threadId is the VS Agent's name for the exchange, not the bot's request id.
+// Digest is the SHA-256 of the message as the VS Agent posted it (its proofExchangeId, claims
+// and verdict): the VS Agent verified the presentation itself and passes on no more of it.
 func decodeProofSubmit(raw json.RawMessage, conn, threadID string) (channel.Event, error) {
 	if threadID == "" {
 		return nil, bad("proof submission has no threadId")
 	}
-	res := channel.PresentationResult{Conn: conn}
+	sum := sha256.Sum256(raw)
+	res := channel.PresentationResult{Conn: conn, Digest: hex.EncodeToString(sum[:])}
 	var m struct {
 		Items json.RawMessage `json:"submittedProofItems"`
 	}

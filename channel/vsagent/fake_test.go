@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -325,7 +326,19 @@ func (w *fakeWallet) Next(ctx context.Context) (channeltest.Received, error) {
 	return w.inbox.Next(ctx)
 }
 
-var _ channeltest.Wallet = (*fakeWallet)(nil)
+// Hold re-issues the wallet's credential with claims (the others stay): its next submissions
+// reveal them. Like Present, it is called by the test's goroutine only.
+func (w *fakeWallet) Hold(_ context.Context, claims map[string]string) error {
+	held := maps.Clone(w.claims)
+	maps.Copy(held, claims)
+	w.claims = held
+	return nil
+}
+
+var (
+	_ channeltest.Wallet = (*fakeWallet)(nil)
+	_ channeltest.Holder = (*fakeWallet)(nil)
+)
 
 // logBuffer collects a channel's logs, at debug level, for a test to search.
 type logBuffer struct {

@@ -272,10 +272,15 @@ func (s *services) openMCP(ctx context.Context) error {
 
 // provisionBot gives the bot its flows, and builds the approvals service they use.
 func (s *services) provisionBot(context.Context) error {
-	appr, err := newApprovals(s.app, s.pack, s.st, s.pool, s.bot)
+	signer, err := receiptSigner(s.app, s.opts.store.dir(s.app), s.scfg.kind)
 	if err != nil {
 		return err
 	}
+	appr, err := newApprovals(s.app, s.pack, s.st, s.pool, s.bot, signer)
+	if err != nil {
+		return err
+	}
+	s.app.logger.Info("receipts of approved calls are signed by this bot", slog.String("issuer", signer.Issuer()))
 	engine, err := newEngine(s.app, s.pack, s.st, s.kr, s.pool, s.oauth, s.bot, s.model, appr)
 	if err != nil {
 		return err

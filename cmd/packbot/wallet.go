@@ -321,7 +321,7 @@ func (r *walletRun) loop(ctx context.Context, w *didcomm.Wallet, ui *walletUI, e
 					ui.fail(err)
 				}
 			}
-			ui.show(e)
+			ui.receive(ctx, w, e)
 		case line, ok := <-lines:
 			if !ok {
 				return nil // end of input

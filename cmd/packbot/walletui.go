@@ -21,9 +21,12 @@ type walletUI struct {
 	menu     *channel.Menu
 	question *didcomm.WalletEvent
 	proof    *didcomm.WalletEvent // a request waiting for y/n (interactive)
+	dir      string               // the data folder, where credentials issued to the wallet are kept
 }
 
-func newWalletUI(a *app, o walletOptions) *walletUI { return &walletUI{a: a, scripted: o.scripted} }
+func newWalletUI(a *app, o walletOptions) *walletUI {
+	return &walletUI{a: a, scripted: o.scripted, dir: o.dir}
+}
 
 // out writes one event: obj as a JSON line when scripted, else the formatted text.
 func (u *walletUI) out(obj map[string]any, format string, args ...any) {

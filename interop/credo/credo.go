@@ -102,6 +102,9 @@ type Event struct {
 	ProofExchangeID string `json:"proofExchangeId,omitempty"`
 	State           string `json:"state,omitempty"`
 	ErrorMessage    string `json:"errorMessage,omitempty"`
+	// credential-offer and credential: the credential exchange (its id is what
+	// AcceptCredential takes) and its state (offer-received, done, declined, abandoned…).
+	CredentialExchangeID string `json:"credentialExchangeId,omitempty"`
 
 	// Raw is the whole line.
 	Raw json.RawMessage `json:"-"`
@@ -570,4 +573,61 @@ func (a *Agent) Present(ctx context.Context, proofExchangeID string) error {
 func (a *Agent) Decline(ctx context.Context, proofExchangeID, description string) error {
 	_, err := a.call(ctx, map[string]any{"cmd": "decline", "proofExchangeId": proofExchangeID, "description": description})
 	return err
+}
+
+// AcceptCredential accepts the credential offered in the credential exchange id (from a
+// "credential-offer" event): Credo requests it (issue-credential 2.0, JSON-LD), then checks that
+// what comes is what was offered, verifies its signature, stores it and acks — a "credential"
+// event with state done follows.
+func (a *Agent) AcceptCredential(ctx context.Context, credentialExchangeID string) error {
+	_, err := a.call(ctx, map[string]any{"cmd": "accept-credential", "credentialExchangeId": credentialExchangeID})
+	return err
+}
+
+// DeclineCredential declines the offer of the credential exchange id with a problem report.
+func (a *Agent) DeclineCredential(ctx context.Context, credentialExchangeID string) error {
+	_, err := a.call(ctx, map[string]any{"cmd": "decline-credential", "credentialExchangeId": credentialExchangeID})
+	return err
+}
+
+// Credentials returns the W3C credentials the wallet holds, as Credo stored them: a JSON-LD
+// credential's JSON, or a VC-JWT as a JSON string.
+func (a *Agent) Credentials(ctx context.Context) ([]json.RawMessage, error) {
+	e, err := a.call(ctx, map[string]any{"cmd": "credentials"})
+	if err != nil {
+		return nil, err
+	}
+	var c struct {
+		Credentials []json.RawMessage `json:"credentials"`
+	}
+	if err := json.Unmarshal(e.Raw, &c); err != nil {
+		return nil, fmt.Errorf("credo harness %q: credentials answered %s", a.label, e)
+	}
+	return c.Credentials, nil
+}
+
+// VerifyCredential has Credo verify a W3C credential as a wallet does when it is issued one
+// (its default document loader, no network): nil when it is valid, else Credo's reasons.
+func (a *Agent) VerifyCredential(ctx context.Context, vc []byte) error {
+	var c any = string(bytes.TrimSpace(vc))
+	if t := bytes.TrimSpace(vc); len(t) > 0 && t[0] == '{' {
+		if err := json.Unmarshal(t, &c); err != nil {
+			return fmt.Errorf("credential: %w", err)
+		}
+	}
+	e, err := a.call(ctx, map[string]any{"cmd": "verify-credential", "credential": c})
+	if err != nil {
+		return err
+	}
+	var r struct {
+		IsValid bool   `json:"isValid"`
+		Error   string `json:"error"`
+	}
+	if err := json.Unmarshal(e.Raw, &r); err != nil {
+		return fmt.Errorf("credo harness %q: verify-credential answered %s", a.label, e)
+	}
+	if !r.IsValid {
+		return fmt.Errorf("credo: credential not valid: %s", r.Error)
+	}
+	return nil
 }

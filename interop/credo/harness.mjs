@@ -32,11 +32,16 @@ import {
 import {
   DidCommBasicMessageEventTypes,
   DidCommBasicMessageRole,
+  DidCommAutoAcceptCredential,
   DidCommConnectionEventTypes,
+  DidCommCredentialEventTypes,
+  DidCommCredentialState,
+  DidCommCredentialV2Protocol,
   DidCommDidExchangeState,
   DidCommDifPresentationExchangeProofFormatService,
   DidCommEventTypes,
   DidCommHttpOutboundTransport,
+  DidCommJsonLdCredentialFormatService,
   DidCommMediatorPickupStrategy,
   DidCommMessage,
   DidCommMessageSender,
@@ -137,6 +142,13 @@ async function startAgent(opts) {
     // Present-proof 2.0 with DIF presentation exchange: W3C credentials, JSON-LD and VC-JWT.
     proofs: {
       proofProtocols: [new DidCommProofV2Protocol({ proofFormats: [new DidCommDifPresentationExchangeProofFormatService()] })],
+    },
+    // Issue-credential 2.0 with W3C JSON-LD credentials (RFC 0593): a holder of packbot's
+    // receipts. Offers wait for the user (accept-credential); the credential that comes is
+    // stored and acked when it is what was offered (content approved).
+    credentials: {
+      autoAcceptCredentials: DidCommAutoAcceptCredential.ContentApproved,
+      credentialProtocols: [new DidCommCredentialV2Protocol({ credentialFormats: [new DidCommJsonLdCredentialFormatService()] })],
     },
   }
   if (mediator) didcomm.mediator = { autoAcceptMediationRequests: true }
@@ -288,6 +300,8 @@ const unreported = new Set([
   'routing',
   // Proof requests are reported as proof-request events, with the record id to answer them.
   'present-proof',
+  // Credential offers likewise, as credential-offer events.
+  'issue-credential',
 ])
 
 function observe(agent, wallet) {
@@ -346,6 +360,16 @@ function observe(agent, wallet) {
     if (r.state === DidCommProofState.RequestReceived) emit({ event: 'proof-request', ...base })
     else emit({ event: 'proof', ...base, errorMessage: r.errorMessage ?? '' })
   })
+
+  // Credential offers, as the wallet's user sees them: the record id is what accept-credential
+  // and decline-credential take. Every later state (done, declined, abandoned) is reported too.
+  agent.events.on(DidCommCredentialEventTypes.DidCommCredentialStateChanged, ({ payload }) => {
+    const r = payload.credentialExchangeRecord
+    if (r.state === payload.previousState) return
+    const base = { connectionId: r.connectionId ?? '', credentialExchangeId: r.id, threadId: r.threadId, state: r.state }
+    if (r.state === DidCommCredentialState.OfferReceived) emit({ event: 'credential-offer', ...base })
+    else emit({ event: 'credential', ...base, errorMessage: r.errorMessage ?? '' })
+  })
 }
 
 // ---- commands --------------------------------------------------------------------------------
@@ -381,6 +405,15 @@ async function sendRaw(agent, connectionId, json, { anoncrypt = false } = {}) {
     })
   )
   return message.id
+}
+
+// describe is a failed verification's reasons, for the driver.
+function describe(result) {
+  const parts = [String(result.error?.message ?? result.error ?? 'invalid')]
+  for (const [name, check] of Object.entries(result.validations ?? {})) {
+    if (check && check.isValid === false) parts.push(`${name}: ${check.error?.message ?? check.error ?? 'invalid'}`)
+  }
+  return parts.join('; ')
 }
 
 function thread(thid) {
@@ -469,6 +502,34 @@ async function run(agent, wallet, opts, cmd) {
       const { proofFormats } = await agent.didcomm.proofs.selectCredentialsForRequest({ proofExchangeRecordId })
       const record = await agent.didcomm.proofs.acceptRequest({ proofExchangeRecordId, proofFormats })
       return { event: 'sent', id: record.threadId }
+    }
+    case 'accept-credential': {
+      // The user accepts an offered credential: Credo requests it, then stores it.
+      const record = await agent.didcomm.credentials.acceptOffer({ credentialExchangeRecordId: need(cmd, 'credentialExchangeId') })
+      return { event: 'sent', id: record.threadId }
+    }
+    case 'decline-credential': {
+      const record = await agent.didcomm.credentials.declineOffer({
+        credentialExchangeRecordId: need(cmd, 'credentialExchangeId'),
+        sendProblemReport: true,
+      })
+      return { event: 'sent', id: record.threadId }
+    }
+    case 'verify-credential': {
+      // Credo verifies a W3C credential as a wallet does when it is issued one (its default
+      // document loader, no network).
+      const c = cmd.credential
+      const credential =
+        typeof c === 'string'
+          ? W3cJwtVerifiableCredential.fromSerializedJwt(c.trim())
+          : JsonTransformer.fromJSON(c, W3cJsonLdVerifiableCredential)
+      const result = await agent.w3cCredentials.verifyCredential({ credential })
+      return { event: 'verified', isValid: result.isValid, error: result.isValid ? '' : describe(result) }
+    }
+    case 'credentials': {
+      // The W3C credentials the wallet holds, as Credo stored them (JSON-LD: an object; JWT: a string).
+      const records = await agent.w3cCredentials.getAll()
+      return { event: 'credentials', credentials: records.map((r) => r.firstCredential.encoded) }
     }
     case 'decline': {
       const record = await agent.didcomm.proofs.declineRequest({

@@ -32,7 +32,7 @@ const (
 	resolved_at, expires_at, vote_count, exec, exec_until, result, error`
 	// voteColumns follow approvalColumns in the reads that join a request with its votes; they
 	// are NULL for a request without votes.
-	voteColumns = `v.approver, v.decision, v.at`
+	voteColumns = `v.approver, v.decision, v.at, v.proof`
 
 	qCreateApproval = `INSERT INTO approvals (id, server, tool, arguments, fingerprint, description, requester,
 	requester_name, requester_conn, requester_lang, approver_roles, quorum, allow_self, status, created_at, expires_at)
@@ -45,7 +45,7 @@ const (
 	qApprovalState = `SELECT requester, status, exec FROM approvals WHERE id = $1`
 	// qApprovalVotes reads the first $2 votes of a request. Votes are numbered under the row
 	// lock, so the first n are exactly those recorded up to the n-th, whatever came later.
-	qApprovalVotes = `SELECT approver, decision, at FROM approval_votes WHERE approval_id = $1 AND seq <= $2 ORDER BY seq`
+	qApprovalVotes = `SELECT approver, decision, at, proof FROM approval_votes WHERE approval_id = $1 AND seq <= $2 ORDER BY seq`
 
 	// qVoteApproval is the vote's conditional update ($2 approver, $3 decision, $4 at, $5 end
 	// of the execution lease): it counts the vote on the row, and when the vote is a reject or
@@ -69,7 +69,7 @@ const (
 	voteResolves = `(` + voteRejects + ` OR ` + voteApproves + `)`
 	// qInsertVote records the vote numbered seq ($3) by qVoteApproval; the primary key refuses a
 	// second vote of the same approver, which rolls the update back.
-	qInsertVote = `INSERT INTO approval_votes (approval_id, approver, seq, decision, at) VALUES ($1, $2, $3, $4, $5)`
+	qInsertVote = `INSERT INTO approval_votes (approval_id, approver, seq, decision, at, proof) VALUES ($1, $2, $3, $4, $5, $6)`
 
 	qCancelApproval = `UPDATE approvals SET status = ` + sqlCancelled + `, resolved_by = $2, resolved_at = $3
 	WHERE id = $1 AND requester = $2 AND status = ` + sqlPending + ` RETURNING ` + approvalColumns
@@ -100,10 +100,10 @@ const (
 	// (see completeVotes). The vote's own insert is not visible to the join either.
 	selectUpdated = ` SELECT ` + approvalColumns + `, ` + voteColumns + ` FROM u
 	LEFT JOIN approval_votes v ON v.approval_id = u.id ORDER BY u.created_at, u.id, v.seq`
-	// qVoteApprovalPostgres also inserts the vote: a duplicate fails the whole statement, the
-	// update included.
+	// qVoteApprovalPostgres also inserts the vote ($6 its proof): a duplicate fails the whole
+	// statement, the update included.
 	qVoteApprovalPostgres = `WITH u AS (` + qVoteApproval + `),
-	ins AS (INSERT INTO approval_votes (approval_id, approver, seq, decision, at) SELECT id, $2, vote_count, $3, $4 FROM u)` +
+	ins AS (INSERT INTO approval_votes (approval_id, approver, seq, decision, at, proof) SELECT id, $2, vote_count, $3, $4, $6 FROM u)` +
 		selectUpdated
 	qCancelApprovalPostgres      = `WITH u AS (` + qCancelApproval + `)` + selectUpdated
 	qFinishExecutionPostgres     = `WITH u AS (` + qFinishExecution + `)` + selectUpdated
@@ -250,7 +250,7 @@ func (db *DB) voteApproval(ctx context.Context, id string, v store.Vote, lease t
 	// vote runs the vote on c (on SQLite, inside a transaction).
 	vote := func(c conn) ([]approvalRow, error) {
 		if db.d.name == postgres {
-			rs, err := queryApprovals(ctx, c, qVoteApprovalPostgres, args...)
+			rs, err := queryApprovals(ctx, c, qVoteApprovalPostgres, append(args, v.Proof)...)
 			if err == nil && len(rs) == 1 {
 				rs[0].a.Votes = append(rs[0].a.Votes, v) // the earlier votes the join saw, then this one
 			}
@@ -260,7 +260,7 @@ func (db *DB) voteApproval(ctx context.Context, id string, v store.Vote, lease t
 		if err != nil || len(rs) == 0 {
 			return rs, err
 		}
-		_, err = c.exec(ctx, qInsertVote, id, v.Approver, rs[0].votes, v.Decision, millis(v.At))
+		_, err = c.exec(ctx, qInsertVote, id, v.Approver, rs[0].votes, v.Decision, millis(v.At), v.Proof)
 		return rs, err
 	}
 	var rs []approvalRow
@@ -540,14 +540,14 @@ func queryApprovals(ctx context.Context, c conn, q string, args ...any) ([]appro
 	}
 	rows, err := query(ctx, c, func(s scanner) (joined, error) {
 		var (
-			j                  joined
-			approver, decision sql.NullString
-			at                 sql.NullInt64
+			j                         joined
+			approver, decision, proof sql.NullString
+			at                        sql.NullInt64
 		)
-		r, err := scanApproval(s, &approver, &decision, &at)
+		r, err := scanApproval(s, &approver, &decision, &at, &proof)
 		j.r = r
 		if approver.Valid {
-			j.v = &store.Vote{Approver: approver.String, Decision: decision.String, At: fromMillis(at.Int64)}
+			j.v = &store.Vote{Approver: approver.String, Decision: decision.String, At: fromMillis(at.Int64), Proof: proof.String}
 		}
 		return j, err
 	}, q, args...)
@@ -574,7 +574,7 @@ func approvalVotes(ctx context.Context, c conn, id string, n int) ([]store.Vote,
 			v  store.Vote
 			at int64
 		)
-		err := s.Scan(&v.Approver, &v.Decision, &at)
+		err := s.Scan(&v.Approver, &v.Decision, &at, &v.Proof)
 		v.At = fromMillis(at)
 		return v, err
 	}, qApprovalVotes, id, n)

@@ -20,6 +20,7 @@ var approvalTests = []test{
 	{"VoteAfterResolution", testVoteAfterResolution},
 	{"VoteAfterExpiry", testVoteAfterExpiry},
 	{"VoteInvalid", testVoteInvalid},
+	{"VoteProofs", testVoteProofs},
 	{"Cancel", testCancelApproval},
 	{"Expire", testExpireApprovals},
 	{"ExpireLimit", testExpireApprovalsLimit},

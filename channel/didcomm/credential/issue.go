@@ -48,6 +48,9 @@ type IssueRequest struct {
 	ExpiresAt time.Time
 	// ID is the credential's id (JWT jti), an absolute URI such as urn:uuid:…. Optional.
 	ID string
+	// statement: the credential is a statement about claims rather than a holder's credential
+	// (a receipt): it names no subject id, and Subject must be empty.
+	statement bool
 }
 
 // Issue signs a credential for req with issuer's key.
@@ -106,7 +109,10 @@ func Issue(issuer *Key, req IssueRequest) ([]byte, error) {
 
 // newCredential checks req and builds the unsigned credential.
 func newCredential(issuer *Key, req IssueRequest) (*verifiable.Credential, error) {
-	if didMethod(req.Subject) == "" {
+	switch {
+	case req.statement && req.Subject != "":
+		return nil, fmt.Errorf("a statement names no subject, not %q", req.Subject)
+	case !req.statement && didMethod(req.Subject) == "":
 		return nil, fmt.Errorf("subject %q is not a DID", req.Subject)
 	}
 	if req.IssuedAt.IsZero() {

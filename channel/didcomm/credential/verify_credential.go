@@ -15,6 +15,7 @@ import (
 
 // verifiedCredential is a credential whose proof holds: what the policy is checked against.
 type verifiedCredential struct {
+	id        string // the credential's own id ("" when it has none)
 	format    string
 	types     []string
 	issuer    string
@@ -102,7 +103,7 @@ func checkLDCredential(l *ld.DocumentLoader, raw []byte) (*verifiedCredential, e
 	if err := verifyLD(l, raw, vm, pub); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCredentialProof, err)
 	}
-	c := &verifiedCredential{format: FormatJSONLD, types: vc.Types, issuer: issuer}
+	c := &verifiedCredential{id: vc.ID, format: FormatJSONLD, types: vc.Types, issuer: issuer}
 	if vc.Issued != nil {
 		c.notBefore = vc.Issued.Time
 	}
