@@ -24,6 +24,14 @@ import (
 // Errors wrap mcp.ErrUnknownServer for a server without oauth2, mcp.ErrUnreachable when the
 // server cannot be probed.
 func (m *Manager) Begin(ctx context.Context, identity, server string) (string, error) {
+	return m.BeginAfter(ctx, identity, server, "")
+}
+
+// BeginAfter is [Manager.Begin] for a user whose request the server refused with challenge (the
+// WWW-Authenticate header of its 401 or 403): discovery follows that challenge — its
+// resource_metadata and scope — instead of probing the server, which may let its first
+// requests through and refuse only a later one. An empty challenge probes, as Begin does.
+func (m *Manager) BeginAfter(ctx context.Context, identity, server, challenge string) (string, error) {
 	if identity == "" {
 		return "", errors.New("oauth begin: identity is empty")
 	}
@@ -31,7 +39,7 @@ func (m *Manager) Begin(ctx context.Context, identity, server string) (string, e
 	if err != nil {
 		return "", fmt.Errorf("oauth begin: %w", err)
 	}
-	d, err := m.discover(ctx, s)
+	d, err := m.discover(ctx, s, challenge)
 	if err != nil {
 		return "", fmt.Errorf("oauth begin %s: %w", server, err)
 	}

@@ -318,7 +318,7 @@ func (ms *machineServer) credentialField() string {
 // authentication method and, for private_key_jwt, the key's algorithm (when its metadata lists
 // them).
 func (m *Machine) discover(ctx context.Context, ms *machineServer) (*machineEndpoint, error) {
-	d, err := m.d.findAuthServer(ctx, ms.srv, true)
+	d, err := m.d.findAuthServer(ctx, ms.srv, true, "")
 	if err != nil {
 		return nil, err
 	}
@@ -338,6 +338,9 @@ func (m *Machine) discover(ctx context.Context, ms *machineServer) (*machineEndp
 			mcp.ErrAuth, d.issuer, ms.key.alg, strings.Join(asm.TokenEndpointAuthSigningAlgValuesSupported, ", "))
 	}
 	if err := checkURL(asm.TokenEndpoint, d.class, "token_endpoint"); err != nil {
+		return nil, err
+	}
+	if err := m.d.checkNonPublic(asm.TokenEndpoint, d.class, ms.srv.URL, d.issuer, "token_endpoint"); err != nil {
 		return nil, err
 	}
 	scopes := slices.Clone(ms.srv.Authentication.Scopes)

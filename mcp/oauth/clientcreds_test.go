@@ -56,6 +56,9 @@ func newMachineEnv(t *testing.T, o oauthtest.MCPOptions, configure ...func(e *ma
 		AccessMode: packs.AdminControlled, Enabled: true, TimeoutMs: 10_000, MaxSessionIdleSeconds: packs.DefaultMaxSessionIdle,
 		Authentication: &packs.ServerAuth{Mode: oauth.ModeClientCredentials, ClientID: machineID, ClientSecret: machineSecret,
 			TokenEndpointAuthMethod: packs.ClientSecretBasic}}
+	if o.AuthorizationServers == nil {
+		e.srv.Authentication.Issuer = e.as.URL() // on another loopback port: the pack names it
+	}
 	e.as.RegisterMachine(machineID, packs.ClientSecretBasic, machineSecret, nil)
 	for _, f := range configure {
 		f(e)
@@ -305,7 +308,7 @@ func TestMachineIssuer(t *testing.T) {
 	e := newMachineEnv(t, noPRM, func(e *machineEnv) { e.srv.Authentication.Issuer = e.as.URL() })
 	e.mustCall("with the pack's issuer")
 
-	e = newMachineEnv(t, noPRM)
+	e = newMachineEnv(t, noPRM, func(e *machineEnv) { e.srv.Authentication.Issuer = "" })
 	if _, err := e.call(); err == nil {
 		t.Fatal("a call without protected-resource metadata nor issuer worked")
 	}

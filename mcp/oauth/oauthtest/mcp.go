@@ -48,6 +48,9 @@ type MCPOptions struct {
 	NoResourceMetadata bool
 	// ResourceMetadataURL replaces the resource_metadata URL of its 401 (an SSRF attempt).
 	ResourceMetadataURL string
+	// RedirectMetadata, when set, makes every protected-resource metadata URL on the server's
+	// own origin answer 302 to this URL (an SSRF attempt through a redirect).
+	RedirectMetadata string
 	// AuthorizationServers replaces the authorization servers its metadata names.
 	AuthorizationServers []string
 	// Scopes is scopes_supported in its metadata (default tools:read).
@@ -55,6 +58,12 @@ type MCPOptions struct {
 	// RequireScope, when set, makes tools/call need this scope: a token without it gets 403
 	// with WWW-Authenticate: Bearer error="insufficient_scope", scope="<granted> <RequireScope>".
 	RequireScope string
+	// Open lists JSON-RPC methods the server serves without a token (as servers that let the
+	// handshake through and refuse only later requests), e.g. "initialize", "server/discover".
+	Open []string
+	// ChallengeScope, when set, is the scope parameter of the 401 challenge to a request
+	// without a token.
+	ChallengeScope string
 	// Listener, when set, is where the server listens (e.g. a non-loopback address).
 	Listener net.Listener
 	// TLS serves HTTPS with httptest's certificate (for 127.0.0.1, ::1 and example.com); see
@@ -114,6 +123,17 @@ func NewProtectedMCPWith(as *AuthServer, o MCPOptions) *ProtectedMCP {
 	if o.ResourceMetadataURL != "" {
 		metadataURL = o.ResourceMetadataURL
 	}
+	if o.RedirectMetadata != "" {
+		redirect := func(w http.ResponseWriter, r *http.Request) {
+			p.MetadataHits.Add(1)
+			http.Redirect(w, r, o.RedirectMetadata, http.StatusFound)
+		}
+		mux.HandleFunc("GET /.well-known/oauth-protected-resource", redirect)
+		if !o.Legacy && !o.NoResourceMetadata {
+			mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp/redirect", redirect)
+			metadataURL = p.srv.URL + "/.well-known/oauth-protected-resource/mcp/redirect"
+		}
+	}
 	server := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "protected", Version: "1"}, nil)
 	mcpsdk.AddTool(server, &mcpsdk.Tool{Name: "whoami", Description: "Says who the token belongs to."},
 		func(_ context.Context, req *mcpsdk.CallToolRequest, _ struct{}) (*mcpsdk.CallToolResult, any, error) {
@@ -133,12 +153,35 @@ func NewProtectedMCPWith(as *AuthServer, o MCPOptions) *ProtectedMCP {
 	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL})(handler)
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" {
+			if m := jsonRPCMethod(r); slices.Contains(o.Open, m) || strings.HasPrefix(m, "notifications/") && len(o.Open) > 0 {
+				handler.ServeHTTP(w, r)
+				return
+			}
+			if o.ChallengeScope != "" {
+				w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+metadataURL+`", scope="`+o.ChallengeScope+`"`)
+				http.Error(w, "token needed", http.StatusUnauthorized)
+				return
+			}
 			protected.ServeHTTP(w, r)
 			return
 		}
 		protected.ServeHTTP(&refusalCounter{ResponseWriter: w, n: &p.Refusals}, r)
 	}))
 	return p
+}
+
+// jsonRPCMethod reads the method of a POSTed JSON-RPC message, leaving the body readable.
+func jsonRPCMethod(r *http.Request) string {
+	if r.Method != http.MethodPost {
+		return ""
+	}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		Method string `json:"method"`
+	}
+	_ = json.Unmarshal(body, &msg)
+	return msg.Method
 }
 
 // refusalCounter counts 401 answers.
