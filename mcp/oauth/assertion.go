@@ -107,8 +107,9 @@ func newAssertionKey(key any, kid string) (assertionKey, error) {
 	return assertionKey{}, fmt.Errorf("a %T: packbot signs with an EC P-256 key (ES256) or an RSA key (RS256)", key)
 }
 
-// sign returns a client assertion (RFC 7523 §3): iss and sub the client id, aud the token
-// endpoint, a short exp, iat, and a jti that is never reused.
+// sign returns a client assertion (RFC 7523 §3): iss and sub the client id, aud the audience
+// (the authorization server's issuer, RFC 7523bis), a short exp, iat, and a jti that is never
+// reused.
 func (k assertionKey) sign(clientID, audience string, now time.Time) (string, error) {
 	header := map[string]string{"alg": k.alg, "typ": "JWT"}
 	if k.kid != "" {

@@ -275,7 +275,13 @@ func (m *Machine) grant(ctx context.Context, ms *machineServer, now time.Time) (
 	}
 	c := client{ID: ms.id, Secret: ms.secret.Reveal(), Method: ms.method}
 	if ms.method == packs.PrivateKeyJWT {
-		assertion, err := ms.key.sign(ms.id, ep.tokenEndpoint, now)
+		// RFC 7523bis: the audience is the authorization server's issuer identifier; the token
+		// endpoint only for a server that says it wants that (the pack's assertionAudience).
+		aud := ep.issuer
+		if ms.srv.Authentication.AssertionAudience == packs.AudienceTokenEndpoint {
+			aud = ep.tokenEndpoint
+		}
+		assertion, err := ms.key.sign(ms.id, aud, now)
 		if err != nil {
 			return machineToken{}, fmt.Errorf("oauth machine token for MCP server %s: %w", name, err)
 		}
@@ -352,7 +358,7 @@ func (m *Machine) discover(ctx context.Context, ms *machineServer) (*machineEndp
 	}
 	m.d.log.InfoContext(ctx, "oauth machine client discovered its token endpoint", "server", ms.srv.Name,
 		"issuer", d.issuer, "token_endpoint", redact(asm.TokenEndpoint), "auth_method", ms.method)
-	return &machineEndpoint{issuer: d.issuer, tokenEndpoint: asm.TokenEndpoint, resource: d.prm.Resource, scopes: scopes, hc: d.client}, nil
+	return &machineEndpoint{issuer: cmpOr(asm.Issuer, d.issuer), tokenEndpoint: asm.TokenEndpoint, resource: d.prm.Resource, scopes: scopes, hc: d.client}, nil
 }
 
 // Interface guard.

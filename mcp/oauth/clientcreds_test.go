@@ -378,3 +378,33 @@ func TestNewMachineRefuses(t *testing.T) {
 		t.Errorf("mcp.New without a Machine: %v", err)
 	}
 }
+
+// TestMachineAssertionAudience: a private_key_jwt assertion names the authorization server's
+// issuer as its audience (RFC 7523bis; an authorization server that takes nothing else signs
+// packbot in), and the token endpoint only where the pack says the server wants it. Before the
+// fix the audience was the token endpoint, which such a server refuses.
+func TestMachineAssertionAudience(t *testing.T) {
+	key := ecKey(t, elliptic.P256())
+	for _, tc := range []struct {
+		name, setting, want string
+		issuerOnly          bool
+	}{
+		{"default: the issuer", "", "", true},
+		{"issuer", packs.AudienceIssuer, "", true},
+		{"token_endpoint, where the server wants it", packs.AudienceTokenEndpoint, "/token", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newMachineEnv(t, oauthtest.MCPOptions{}, withJWT(key, ""), func(e *machineEnv) {
+				e.srv.Authentication.AssertionAudience = tc.setting
+				e.as.Set(func(as *testAS) { as.AudienceIssuerOnly = tc.issuerOnly })
+			})
+			e.mustCall("call")
+			want := `"` + e.as.URL() + tc.want + `"`
+			e.as.Set(func(as *testAS) {
+				if len(as.Audiences) != 1 || as.Audiences[0] != want {
+					t.Errorf("assertion audiences = %q, want [%s]", as.Audiences, want)
+				}
+			})
+		})
+	}
+}

@@ -28,6 +28,11 @@ type machine struct {
 	Grants int
 	// Rejections says why each refused client assertion was refused.
 	Rejections []string
+	// Audiences lists the aud of each client assertion received, as sent.
+	Audiences []string
+	// AudienceIssuerOnly: an assertion's aud must be the issuer identifier (RFC 7523bis), not
+	// the token endpoint.
+	AudienceIssuerOnly bool
 	jtis       map[string]bool // jti of every assertion accepted
 }
 
@@ -134,7 +139,11 @@ func (as *AuthServer) checkAssertion(f url.Values) (string, error) {
 		aud = []string{""}
 		_ = json.Unmarshal(claims.Aud, &aud[0])
 	}
-	if !slices.Contains(aud, as.issuer+"/token") && !slices.Contains(aud, as.issuer) {
+	as.Audiences = append(as.Audiences, string(claims.Aud))
+	switch {
+	case as.AudienceIssuerOnly && !slices.Equal(aud, []string{as.issuer}):
+		return "", fmt.Errorf("aud %s is not the issuer %s (RFC 7523bis)", claims.Aud, as.issuer)
+	case !slices.Contains(aud, as.issuer+"/token") && !slices.Contains(aud, as.issuer):
 		return "", fmt.Errorf("aud %s is neither the token endpoint nor the issuer", claims.Aud)
 	}
 	switch now := as.clock.Now(); {
