@@ -15,7 +15,7 @@ import (
 // the server refused is renewed once and the request sent again, since a 401 means the server
 // did not act on it.
 func (p *Pool) sharedHeaders(s *packs.Server, m MachineAuthorizer) (headerFunc, error) {
-	if !s.ClientCredentials() {
+	if !s.MachineAuth() {
 		return staticHeaders(s.Headers), nil
 	}
 	if m == nil {

@@ -26,6 +26,13 @@ type SmokeOptions struct {
 	Logger    *slog.Logger
 	// Environ is the base environment of a stdio server (see [Config]).
 	Environ []string
+	// Asker answers what the server asks during the call (elicitation); nil declines, as the
+	// pool does for a call without one.
+	Asker Asker
+	// Machine gets packbot's own tokens for a server whose authentication mode is
+	// client_credentials or workload_identity, as serve's pool does; without it such a server is
+	// contacted with o.Headers only.
+	Machine MachineAuthorizer
 }
 
 // SmokeStep is one timed step of a smoke test.
@@ -42,7 +49,10 @@ type SmokeReport struct {
 	ServerName    string
 	ServerVersion string
 	Listed        int    // tools the server listed
-	Tools         []Tool // the tools packbot would offer (allowlist and schema checks applied)
+	// ToolNames are the names of every tool the server listed, sorted (allowlist or not), for
+	// checking the names a pack's rules use.
+	ToolNames []string
+	Tools     []Tool // the tools packbot would offer (allowlist and schema checks applied)
 	// LeftOut are the listed tools packbot would not offer (within the allowlist), with why.
 	LeftOut []LeftOut
 	Call    *Result
@@ -54,8 +64,11 @@ type SmokeReport struct {
 // failure is a Result with IsError.
 func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, error) {
 	s.Enabled = true
-	s.AccessMode = packs.AdminControlled      // the smoke test brings its own headers
-	s.UserConfig, s.Authentication = nil, nil // a user's credentials come in o.Headers (cmd signs in to an OAuth server first)
+	s.AccessMode = packs.AdminControlled // the smoke test brings its own headers
+	s.UserConfig = nil                   // a user's credentials come in o.Headers (cmd signs in to an OAuth server first)
+	if o.Machine == nil || !s.MachineAuth() {
+		s.Authentication = nil
+	}
 	if s.TimeoutMs <= 0 {
 		s.TimeoutMs = packs.DefaultTimeoutMs
 	}
@@ -68,7 +81,7 @@ func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, e
 	}
 	maps.Copy(headers, o.Headers)
 	s.Headers = headers
-	p, err := New(Config{Servers: []packs.Server{s}, Logger: o.Logger, Environ: o.Environ})
+	p, err := New(Config{Servers: []packs.Server{s}, Logger: o.Logger, Environ: o.Environ, Machine: o.Machine})
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +119,12 @@ func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, e
 	}
 	cancelList()
 	rep.Listed = len(listed)
+	for _, t := range listed {
+		if t != nil {
+			rep.ToolNames = append(rep.ToolNames, t.Name)
+		}
+	}
+	slices.Sort(rep.ToolNames)
 	rep.Tools, rep.LeftOut = admitAll(p.log, c.srv, listed, p.maxTools, c.tasks.supportOf)
 	if o.Tool == "" {
 		return rep, nil
@@ -116,20 +135,35 @@ func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, e
 		return rep, fmt.Errorf("--args: %w", err)
 	}
 	start = p.now()
-	cctx, cancelCall := context.WithTimeout(ctx, c.timeout())
-	defer cancelCall()
-	out, err := sess.CallTool(cctx, &mcpsdk.CallToolParams{Name: o.Tool, Arguments: args})
+	res, err := smokeCall(ctx, c, sess, o, args)
 	step("call "+o.Tool, start)
 	if err != nil {
-		return rep, fmt.Errorf("call %s: %w", o.Tool, classify(cctx, err, &c.obs))
+		return rep, err
 	}
-	res := toResult(out)
 	if i, ok := slices.BinarySearchFunc(rep.Tools, Tool{Server: s.Name, Name: o.Tool}, compareTools); ok {
 		res = checkOutput(rep.Tools[i], res)
 	}
 	res.Elapsed = rep.Steps[len(rep.Steps)-1].Took
 	rep.Call = &res
 	return rep, nil
+}
+
+// smokeCall calls o.Tool as the pool's calls do: what the server asks during the call goes to
+// o.Asker, and the timeout is suspended while the person answers.
+func smokeCall(ctx context.Context, c *conn, sess *mcpsdk.ClientSession, o SmokeOptions, args json.RawMessage) (Result, error) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := startCallTimer(c.timeout(), func() { cancel(context.DeadlineExceeded) })
+	defer timer.stop()
+	lc := &liveCall{ctx: cctx, tool: o.Tool, token: "packbot-smoke", asker: o.Asker, timer: timer}
+	defer c.track(lc)()
+	params := &mcpsdk.CallToolParams{Name: o.Tool, Arguments: args}
+	params.SetProgressToken(lc.token)
+	out, err := sess.CallTool(cctx, params)
+	if err != nil {
+		return Result{}, fmt.Errorf("call %s: %w", o.Tool, classify(cctx, err, &c.obs))
+	}
+	return toResult(out), nil
 }
 
 // SchemaSummary renders an input schema as one short line: {name*: type, …} where * marks a

@@ -206,7 +206,7 @@ const streamRetries = 2
 // process starts with (the pack's env entries are added).
 // The probe reads the tools' execution.taskSupport from tools/list results.
 func transportFor(s *packs.Server, base http.RoundTripper, headers headerFunc, obs *observer, probe *taskProbe, env []string, stderr io.Writer) (mcpsdk.Transport, error) {
-	ht := &headerTransport{base: base, headers: headers, obs: obs, renewable: s.ClientCredentials()}
+	ht := &headerTransport{base: base, headers: headers, obs: obs, renewable: s.MachineAuth()}
 	client := &http.Client{Transport: ht}
 	switch s.Transport {
 	case packs.TransportStreamableHTTP:

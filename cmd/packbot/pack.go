@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/packbot/packbot/mcp"
+	"github.com/packbot/packbot/mcp/oauth"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
 )
@@ -177,6 +178,12 @@ func runPackExplain(ctx context.Context, a *app, path string, o explainOptions) 
 	// Naming the guest role alone, or nothing at all, describes an unauthenticated caller.
 	c.Authenticated = o.identity != "" || o.name != "" || !(len(roles) == 0 || (len(roles) == 1 && roles[0] == packs.GuestRole))
 	e := rbac.New(p)
+	var machine *oauth.Machine
+	if o.connect {
+		if machine, err = machineFor(a, p); err != nil {
+			return err
+		}
+	}
 	out := explainOutput{
 		Pack: p.Metadata.ID, Source: p.Source, Authenticated: c.Authenticated, Admin: e.IsAdmin(c), Roles: e.Roles(c),
 		GuestsBlocked: !c.Authenticated && p.Flows.Authentication.Required,
@@ -191,7 +198,7 @@ func runPackExplain(ctx context.Context, a *app, path string, o explainOptions) 
 		}
 		sort.SliceStable(s.Tools, func(i, j int) bool { return effectRank(s.Tools[i].Effect) < effectRank(s.Tools[j].Effect) })
 		if o.connect {
-			s.NotOffered, s.Connect = notOffered(ctx, a, *r.Server)
+			s.NotOffered, s.Connect = notOffered(ctx, a, *r.Server, machine)
 		}
 		out.Servers = append(out.Servers, s)
 	}
@@ -205,14 +212,14 @@ func runPackExplain(ctx context.Context, a *app, path string, o explainOptions) 
 
 // notOffered lists the tools a server offers that packbot leaves out, with the reason (or why
 // the server was not listed).
-func notOffered(ctx context.Context, a *app, s packs.Server) ([]explainTool, string) {
+func notOffered(ctx context.Context, a *app, s packs.Server, machine *oauth.Machine) ([]explainTool, string) {
 	switch {
 	case !s.Enabled:
 		return nil, ""
 	case s.UserControlled():
 		return nil, "not contacted: user-controlled (try packbot mcp smoke with a user's --header)"
 	}
-	rep, err := mcp.Smoke(ctx, s, mcp.SmokeOptions{Logger: a.logger})
+	rep, err := mcp.Smoke(ctx, s, mcp.SmokeOptions{Logger: a.logger, Machine: machineOrNil(machine)})
 	if err != nil {
 		return nil, "could not list its tools: " + smokeReason(err, s)
 	}

@@ -114,7 +114,7 @@ func (m *Manager) clientFor(ctx context.Context, hc *http.Client, s packs.Server
 			Method: chooseAuthMethod(asm.TokenEndpointAuthMethodsSupported, a.ClientSecret != ""),
 		}, nil
 	}
-	if c, ok := m.metadataClient(asm); ok {
+	if c, ok := m.metadataClient(asm, s); ok {
 		return c, nil
 	}
 	if asm.RegistrationEndpoint == "" {

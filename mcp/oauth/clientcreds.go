@@ -35,6 +35,10 @@ type MachineConfig struct {
 	Now           func() time.Time
 	RefreshBefore time.Duration
 	ClientName    string
+	// CommandLine: the machine client of a command-line run on the deployer's own machine
+	// (packbot mcp smoke), where a server on loopback may name an authorization server on
+	// another loopback port without the pack's issuer (see ErrDiscoveryRefused).
+	CommandLine bool
 }
 
 // Machine gets packbot's own access tokens for admin-controlled MCP servers whose pack entry
@@ -99,11 +103,11 @@ const renewQuiet = time.Minute
 // network I/O.
 func NewMachine(cfg MachineConfig) (*Machine, error) {
 	d := &Manager{http: cfg.HTTPClient, timeout: cfg.Timeout, log: cfg.Logger, now: cfg.Now,
-		refreshBefore: cfg.RefreshBefore, clientName: cfg.ClientName}
+		refreshBefore: cfg.RefreshBefore, clientName: cfg.ClientName, native: cfg.CommandLine}
 	d.fillDefaults()
 	m := &Machine{d: d, servers: make(map[string]*machineServer)}
 	for _, s := range cfg.Servers {
-		if !s.Enabled || !s.ClientCredentials() {
+		if !s.Enabled || !s.MachineAuth() {
 			continue
 		}
 		ms, err := newMachineServer(s)
