@@ -48,7 +48,7 @@ type SmokeReport struct {
 	Protocol      string // negotiated protocol version
 	ServerName    string
 	ServerVersion string
-	Listed        int    // tools the server listed
+	Listed        int // tools the server listed
 	// ToolNames are the names of every tool the server listed, sorted (allowlist or not), for
 	// checking the names a pack's rules use.
 	ToolNames []string

@@ -33,7 +33,7 @@ type machine struct {
 	// AudienceIssuerOnly: an assertion's aud must be the issuer identifier (RFC 7523bis), not
 	// the token endpoint.
 	AudienceIssuerOnly bool
-	jtis       map[string]bool // jti of every assertion accepted
+	jtis               map[string]bool // jti of every assertion accepted
 }
 
 // RegisterMachine adds a client allowed the client-credentials grant, as an admin registers a
