@@ -65,7 +65,10 @@ type machineServer struct {
 	method string        // authBasic, authPost or packs.PrivateKeyJWT
 	secret secret.Value  // client_secret_basic and client_secret_post only
 	key    assertionKey  // private_key_jwt only
-	lock   chan struct{} // holds one token while a token request runs
+	// assertionFile (workload_identity only) holds the workload's JWT, presented with the
+	// jwt-bearer grant instead of the client-credentials grant.
+	assertionFile string
+	lock          chan struct{} // holds one token while a token request runs
 
 	mu  sync.Mutex // guards what follows
 	ep  *machineEndpoint
@@ -124,6 +127,9 @@ func NewMachine(cfg MachineConfig) (*Machine, error) {
 
 func newMachineServer(s packs.Server) (*machineServer, error) {
 	a := s.Authentication
+	if a.Mode == packs.AuthWorkloadIdentity {
+		return newWorkloadServer(s)
+	}
 	switch {
 	case s.UserControlled():
 		return nil, errors.New("client_credentials is for admin-controlled servers (set accessMode: admin-controlled)")
@@ -273,11 +279,18 @@ func (m *Machine) grant(ctx context.Context, ms *machineServer, now time.Time) (
 		ms.ep = ep
 		ms.mu.Unlock()
 	}
-	form := url.Values{"grant_type": {"client_credentials"}, "resource": {ep.resource}}
+	form := url.Values{"grant_type": {ms.grantType()}, "resource": {ep.resource}}
 	if len(ep.scopes) > 0 {
 		form.Set("scope", scopeString(ep.scopes))
 	}
 	c := client{ID: ms.id, Secret: ms.secret.Reveal(), Method: ms.method}
+	if ms.assertionFile != "" {
+		jwt, err := readWorkloadToken(ms.assertionFile)
+		if err != nil {
+			return machineToken{}, fmt.Errorf("oauth machine token for MCP server %s: %w: %w", name, mcp.ErrAuth, err)
+		}
+		form.Set("assertion", jwt)
+	}
 	if ms.method == packs.PrivateKeyJWT {
 		// RFC 7523bis: the audience is the authorization server's issuer identifier; the token
 		// endpoint only for a server that says it wants that (the pack's assertionAudience).
@@ -295,7 +308,8 @@ func (m *Machine) grant(ctx context.Context, ms *machineServer, now time.Time) (
 	tr, err := m.d.tokenRequest(ctx, ep.hc, ep.tokenEndpoint, c, form)
 	var ae *AuthorizationError
 	switch {
-	case errors.As(err, &ae) && (ae.Code == "invalid_client" || ae.Code == "unauthorized_client" || ae.Code == "invalid_scope" || ae.Code == "invalid_target"):
+	case errors.As(err, &ae) && (ae.Code == "invalid_client" || ae.Code == "unauthorized_client" || ae.Code == "invalid_scope" ||
+		ae.Code == "invalid_target" || ae.Code == "invalid_grant"):
 		return machineToken{}, fmt.Errorf("oauth machine token for MCP server %s: %w: the authorization server %s refused packbot's client credentials (%s; check authentication.clientId, %s and scopes in the pack): %w",
 			name, mcp.ErrAuth, ep.issuer, ms.method, ms.credentialField(), err)
 	case errors.As(err, &ae):
@@ -317,6 +331,9 @@ func (m *Machine) grant(ctx context.Context, ms *machineServer, now time.Time) (
 
 // credentialField names the pack field holding the client's secret or key.
 func (ms *machineServer) credentialField() string {
+	if ms.assertionFile != "" {
+		return "assertionFile (the workload's JWT, whose audience must be the authorization server)"
+	}
 	if ms.method == packs.PrivateKeyJWT {
 		return "privateKeyFile (and keyId) registered with the authorization server"
 	}
@@ -336,9 +353,9 @@ func (m *Machine) discover(ctx context.Context, ms *machineServer) (*machineEndp
 	switch {
 	case asm.TokenEndpoint == "":
 		return nil, fmt.Errorf("authorization server %s: metadata lacks a token endpoint", d.issuer)
-	case len(asm.GrantTypesSupported) > 0 && !slices.Contains(asm.GrantTypesSupported, "client_credentials"):
-		return nil, fmt.Errorf("%w: authorization server %s does not offer the client_credentials grant (it lists %s)",
-			mcp.ErrAuth, d.issuer, strings.Join(asm.GrantTypesSupported, ", "))
+	case len(asm.GrantTypesSupported) > 0 && !slices.Contains(asm.GrantTypesSupported, ms.grantType()):
+		return nil, fmt.Errorf("%w: authorization server %s does not offer the %s grant (it lists %s)",
+			mcp.ErrAuth, d.issuer, ms.grantType(), strings.Join(asm.GrantTypesSupported, ", "))
 	case len(asm.TokenEndpointAuthMethodsSupported) > 0 && !slices.Contains(asm.TokenEndpointAuthMethodsSupported, ms.method):
 		return nil, fmt.Errorf("%w: authorization server %s does not take %s (it lists %s): set authentication.tokenEndpointAuthMethod",
 			mcp.ErrAuth, d.issuer, ms.method, strings.Join(asm.TokenEndpointAuthMethodsSupported, ", "))

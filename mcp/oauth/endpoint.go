@@ -126,7 +126,9 @@ func (m *Manager) authenticate(form url.Values, c client) {
 		form.Set("client_id", c.ID)
 		form.Set("client_secret", c.Secret)
 	default:
-		form.Set("client_id", c.ID)
+		if c.ID != "" { // a workload presenting its JWT may have no client id
+			form.Set("client_id", c.ID)
+		}
 	}
 }
 

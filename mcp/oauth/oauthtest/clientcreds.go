@@ -34,6 +34,12 @@ type machine struct {
 	// the token endpoint.
 	AudienceIssuerOnly bool
 	jtis               map[string]bool // jti of every assertion accepted
+	// workloads are the identities whose platform-issued JWTs the jwt-bearer grant takes
+	// (RegisterWorkload); WorkloadTokens lists the JWTs presented, WorkloadRefusals why each
+	// refused one was.
+	workloads        map[string]crypto.PublicKey
+	WorkloadTokens   []string
+	WorkloadRefusals []string
 }
 
 // RegisterMachine adds a client allowed the client-credentials grant, as an admin registers a

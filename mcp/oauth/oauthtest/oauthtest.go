@@ -248,7 +248,7 @@ func (as *AuthServer) metadata(w http.ResponseWriter, r *http.Request) {
 		"registration_endpoint":                            iss + "/register",
 		"revocation_endpoint":                              iss + "/revoke",
 		"response_types_supported":                         []string{"code"},
-		"grant_types_supported":                            []string{"authorization_code", "refresh_token", "client_credentials"},
+		"grant_types_supported":                            []string{"authorization_code", "refresh_token", "client_credentials", GrantJWTBearer},
 		"code_challenge_methods_supported":                 []string{"S256"},
 		"token_endpoint_auth_methods_supported":            []string{"client_secret_basic", "client_secret_post", "none", "private_key_jwt"},
 		"token_endpoint_auth_signing_alg_values_supported": []string{"ES256", "RS256"},
@@ -402,8 +402,12 @@ func (as *AuthServer) token(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusUnauthorized, "invalid_client")
 		return
 	}
-	if f.Get("grant_type") == "client_credentials" {
+	switch f.Get("grant_type") {
+	case "client_credentials":
 		as.clientCredentials(w, f, client, method)
+		return
+	case GrantJWTBearer:
+		as.jwtBearer(w, f, client)
 		return
 	}
 	var user, scope string
