@@ -61,10 +61,10 @@ type Machine struct {
 // machineServer is what Machine knows of one server.
 type machineServer struct {
 	srv    packs.Server
-	id     string        // client id
-	method string        // authBasic, authPost or packs.PrivateKeyJWT
-	secret secret.Value  // client_secret_basic and client_secret_post only
-	key    assertionKey  // private_key_jwt only
+	id     string       // client id
+	method string       // authBasic, authPost or packs.PrivateKeyJWT
+	secret secret.Value // client_secret_basic and client_secret_post only
+	key    assertionKey // private_key_jwt only
 	// assertionFile (workload_identity only) holds the workload's JWT, presented with the
 	// jwt-bearer grant instead of the client-credentials grant.
 	assertionFile string
