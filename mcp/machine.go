@@ -32,7 +32,7 @@ func (p *Pool) sharedHeaders(s *packs.Server, m MachineAuthorizer) (headerFunc, 
 		var tok string
 		var err error
 		if r, ok := ctx.Value(renewalKey{}).(*renewal); ok {
-			rejected := strings.TrimPrefix(r.rejected[authorization].Reveal(), "Bearer ")
+			rejected := presentedToken(r.rejected[authorization])
 			tok, err = m.Renew(ctx, name, rejected)
 			r.renewed = err == nil && tok != rejected
 		} else {
@@ -45,8 +45,7 @@ func (p *Pool) sharedHeaders(s *packs.Server, m MachineAuthorizer) (headerFunc, 
 		for k, v := range static {
 			h[k] = v
 		}
-		h[authorization] = secret.NewValue("Bearer " + tok)
-		return h, nil
+		return h, presentToken(ctx, m, "", name, tok, h)
 	}, nil
 }
 

@@ -33,6 +33,11 @@ type SmokeOptions struct {
 	// client_credentials or workload_identity, as serve's pool does; without it such a server is
 	// contacted with o.Headers only.
 	Machine MachineAuthorizer
+	// Authorizer, for a server whose authentication mode is oauth2, gives Identity's tokens, as
+	// serve's pool gets a user's (cmd passes the command-line sign-in's): refreshed before
+	// expiry, and presented with a DPoP proof where the authorization server binds them.
+	Authorizer Authorizer
+	Identity   string
 }
 
 // SmokeStep is one timed step of a smoke test.
@@ -64,9 +69,12 @@ type SmokeReport struct {
 // failure is a Result with IsError.
 func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, error) {
 	s.Enabled = true
-	s.AccessMode = packs.AdminControlled // the smoke test brings its own headers
-	s.UserConfig = nil                   // a user's credentials come in o.Headers (cmd signs in to an OAuth server first)
-	if o.Machine == nil || !s.MachineAuth() {
+	user := o.Authorizer != nil && s.OAuth()
+	s.UserConfig = nil // a user's credentials come in o.Headers, or their tokens from o.Authorizer
+	if !user {
+		s.AccessMode = packs.AdminControlled // the smoke test brings its own headers
+	}
+	if !user && (o.Machine == nil || !s.MachineAuth()) {
 		s.Authentication = nil
 	}
 	if s.TimeoutMs <= 0 {
@@ -81,12 +89,18 @@ func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, e
 	}
 	maps.Copy(headers, o.Headers)
 	s.Headers = headers
-	p, err := New(Config{Servers: []packs.Server{s}, Logger: o.Logger, Environ: o.Environ, Machine: o.Machine})
+	p, err := New(Config{Servers: []packs.Server{s}, Logger: o.Logger, Environ: o.Environ, Machine: o.Machine, Authorizer: o.Authorizer})
 	if err != nil {
 		return nil, err
 	}
 	defer p.Close()
-	c := p.current().servers[s.Name].shared
+	ent := p.current().servers[s.Name]
+	c := ent.shared
+	if user {
+		if c, err = p.conn(ctx, ent, o.Identity); err != nil {
+			return nil, err
+		}
+	}
 	rep := &SmokeReport{}
 	step := func(name string, start time.Time) {
 		rep.Steps = append(rep.Steps, SmokeStep{Name: name, Took: p.now().Sub(start)})

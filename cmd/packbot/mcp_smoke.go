@@ -23,7 +23,7 @@ import (
 type smokeAuth struct {
 	a       *app
 	srv     packs.Server
-	headers map[string]string // the request headers; the bearer is updated in place
+	headers map[string]string // the request headers (--header, the pack's)
 	w       io.Writer         // where progress lines go
 	signIn  *smokeSignIn      // nil without OAuth sign-in
 	machine *oauth.Machine    // nil unless the server takes packbot's own tokens
@@ -60,19 +60,22 @@ func openSmokeAuth(ctx context.Context, a *app, o smokeOptions, srv packs.Server
 	return sa, nil
 }
 
-// bearer takes the token a sign-in step gave, or reports why there is none.
-func (sa *smokeAuth) bearer(tok secret.Value, src oauth.TokenSource, err error) error {
+// bearer reports where the token a sign-in step stored came from, or why there is none. The
+// smoke test asks the sign-in's authorizer for it (and for a DPoP proof, where it is bound).
+func (sa *smokeAuth) bearer(_ secret.Value, src oauth.TokenSource, err error) error {
 	if err != nil {
 		fmt.Fprintf(sa.a.stderr, "FAILED: %s\n", signInReason(err, sa.signIn.opts))
 		return exitError{code: 1}
 	}
-	sa.headers["Authorization"] = "Bearer " + tok.Reveal()
 	fmt.Fprintf(sa.w, "sign-in: %s\n", src)
 	return nil
 }
 
 // smoke runs the smoke test, again after each refusal that a new token may cure.
 func (sa *smokeAuth) smoke(ctx context.Context, so mcp.SmokeOptions) (*mcp.SmokeReport, error) {
+	if sa.signIn != nil {
+		so.Authorizer, so.Identity = sa.signIn.Authorizer()
+	}
 	for {
 		so.Headers = sa.headers
 		rep, err := mcp.Smoke(ctx, sa.srv, so)

@@ -70,9 +70,12 @@ type machineServer struct {
 	assertionFile string
 	lock          chan struct{} // holds one token while a token request runs
 
-	mu  sync.Mutex // guards what follows
-	ep  *machineEndpoint
-	tok machineToken
+	mu sync.Mutex // guards what follows
+	ep *machineEndpoint
+	// dpopLocked is the key of its DPoP-bound tokens, made at the first token request of a
+	// server whose authorization server issues them.
+	dpopLocked *dpopKey
+	tok        machineToken
 	// refused is the last refusal of packbot's credentials by the authorization server, given
 	// again without asking for renewQuiet after refusedAt: a wrong secret must not cost a token
 	// request per HTTP request (nor get the client locked out).
@@ -85,6 +88,7 @@ type machineEndpoint struct {
 	issuer, tokenEndpoint, resource string
 	scopes                          []string
 	hc                              *http.Client
+	dpop                            bool // the authorization server issues DPoP-bound tokens
 }
 
 // machineToken is an access token and when it expires (zero: not said).
@@ -94,6 +98,7 @@ type machineToken struct {
 	lifetime time.Duration
 	obtained time.Time
 	renewed  bool // obtained by Renew, after the server refused the one before
+	bound    bool // to the server's DPoP key (RFC 9449)
 }
 
 // renewQuiet is how long after a renewal a refused token is not renewed again, and how long a
@@ -305,7 +310,14 @@ func (m *Machine) grant(ctx context.Context, ms *machineServer, now time.Time) (
 		form.Set("client_assertion_type", assertionType)
 		form.Set("client_assertion", assertion)
 	}
-	tr, err := m.d.tokenRequest(ctx, ep.hc, ep.tokenEndpoint, c, form)
+	var key *dpopKey
+	if ep.dpop {
+		var err error
+		if key, err = ms.dpopKey(); err != nil {
+			return machineToken{}, fmt.Errorf("oauth machine token for MCP server %s: %w", name, err)
+		}
+	}
+	tr, bound, err := m.d.tokenRequest(ctx, ep.hc, ep.tokenEndpoint, c, form, key)
 	var ae *AuthorizationError
 	switch {
 	case errors.As(err, &ae) && (ae.Code == "invalid_client" || ae.Code == "unauthorized_client" || ae.Code == "invalid_scope" ||
@@ -321,11 +333,12 @@ func (m *Machine) grant(ctx context.Context, ms *machineServer, now time.Time) (
 		return machineToken{}, fmt.Errorf("oauth machine token for MCP server %s: %w: %w", name, mcp.ErrUnreachable, err)
 	}
 	t := machineToken{access: secret.NewValue(tr.AccessToken), obtained: now}
+	t.bound = bound
 	if tr.ExpiresIn > 0 {
 		t.lifetime = time.Duration(tr.ExpiresIn) * time.Second
 		t.expiry = now.Add(t.lifetime)
 	}
-	m.d.log.InfoContext(ctx, "oauth machine token obtained", "server", name, "expires", t.expiry, "scope", tr.Scope)
+	m.d.log.InfoContext(ctx, "oauth machine token obtained", "server", name, "expires", t.expiry, "scope", tr.Scope, "dpop", bound)
 	return t, nil
 }
 
@@ -379,7 +392,8 @@ func (m *Machine) discover(ctx context.Context, ms *machineServer) (*machineEndp
 	}
 	m.d.log.InfoContext(ctx, "oauth machine client discovered its token endpoint", "server", ms.srv.Name,
 		"issuer", d.issuer, "token_endpoint", redact(asm.TokenEndpoint), "auth_method", ms.method)
-	return &machineEndpoint{issuer: cmpOr(asm.Issuer, d.issuer), tokenEndpoint: asm.TokenEndpoint, resource: d.prm.Resource, scopes: scopes, hc: d.client}, nil
+	return &machineEndpoint{issuer: cmpOr(asm.Issuer, d.issuer), tokenEndpoint: asm.TokenEndpoint, resource: d.prm.Resource,
+		scopes: scopes, hc: d.client, dpop: asm.dpop()}, nil
 }
 
 // Interface guard.

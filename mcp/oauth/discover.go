@@ -26,7 +26,7 @@ var ErrResourceMismatch = errors.New("protected-resource metadata is for another
 // discovery is what Begin learns about a server's authorization.
 type discovery struct {
 	prm             *oauthex.ProtectedResourceMetadata
-	asm             *oauthex.AuthServerMeta
+	asm             *authServer
 	challengeScopes []string
 	// legacy: the server publishes no protected-resource metadata, and its origin is taken as
 	// the authorization server (MCP 2025-03-26).
@@ -147,9 +147,9 @@ func (m *Manager) findAuthServer(ctx context.Context, s packs.Server, packIssuer
 		}
 		// MCP 2025-03-26 §2.3.3: the default endpoints at the server's origin. PKCE is
 		// mandatory there, so S256 is assumed.
-		d.asm = &oauthex.AuthServerMeta{Issuer: issuer,
+		d.asm = &authServer{AuthServerMeta: oauthex.AuthServerMeta{Issuer: issuer,
 			AuthorizationEndpoint: issuer + "/authorize", TokenEndpoint: issuer + "/token",
-			RegistrationEndpoint: issuer + "/register", CodeChallengeMethodsSupported: []string{"S256"}}
+			RegistrationEndpoint: issuer + "/register", CodeChallengeMethodsSupported: []string{"S256"}}}
 		m.log.InfoContext(ctx, "oauth: no authorization server metadata, using the default endpoints (MCP 2025-03-26)",
 			"server", s.Name, "issuer", issuer)
 	}
@@ -251,7 +251,7 @@ func sameResource(a, b string) bool {
 
 // authServerMetadata fetches the metadata of issuer (RFC 8414 with path insertion, then
 // OpenID Connect discovery; MCP 2025-11-25). It returns nil, nil when none exists.
-func (m *Manager) authServerMetadata(ctx context.Context, hc *http.Client, issuer string) (*oauthex.AuthServerMeta, error) {
+func (m *Manager) authServerMetadata(ctx context.Context, hc *http.Client, issuer string) (*authServer, error) {
 	u, err := url.Parse(issuer)
 	if err != nil {
 		return nil, fmt.Errorf("authorization server %q: %w", issuer, err)
@@ -267,7 +267,7 @@ func (m *Manager) authServerMetadata(ctx context.Context, hc *http.Client, issue
 		}
 	}
 	for _, mu := range urls {
-		var asm oauthex.AuthServerMeta
+		var asm authServer
 		found, err := m.getJSON(ctx, hc, mu, &asm)
 		if err != nil {
 			return nil, fmt.Errorf("authorization server metadata of %s: %w", issuer, err)

@@ -178,6 +178,13 @@ func (l *Loopback) Rejected(ctx context.Context, challenge string) (secret.Value
 	return l.orSignIn(ctx, tok, FromRefresh, err, challenge)
 }
 
+// Authorizer gives the signed-in user's tokens to package mcp as a pool gets a chat user's:
+// refreshed before expiry, presented with a DPoP proof where they are bound. Identity is the
+// user it knows them under. It never begins an authorization: when the user must sign in
+// (again), its errors wrap mcp.ErrNeedsAuthentication, and [Loopback.Rejected] or
+// [Loopback.StepUp] does it.
+func (l *Loopback) Authorizer() (auth mcp.Authorizer, identity string) { return l.m, l.cfg.Identity }
+
 // Last says where the token returned last came from ("" before the first).
 func (l *Loopback) Last() TokenSource { return l.last }
 

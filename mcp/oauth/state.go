@@ -52,6 +52,9 @@ type grant struct {
 	Requested    []string `json:"requested,omitempty"`
 	StepUps      int      `json:"stepUps,omitempty"`
 	StepUpScopes []string `json:"stepUpScopes,omitempty"`
+	// DPoPKey, when set, is the key the tokens are bound to (PKCS#8; RFC 9449): the access
+	// token is presented with a proof signed by it, and refreshing needs it too.
+	DPoPKey []byte `json:"dpopKey,omitempty"`
 	// Version changes each time new tokens are written, so that Refresh can tell that another
 	// caller refreshed while it waited.
 	Version string `json:"version"`
@@ -74,6 +77,7 @@ type pending struct {
 	Scopes             []string  `json:"scopes,omitempty"`
 	StepUps            int       `json:"stepUps,omitempty"` // step-ups that led to this authorization
 	RedirectURI        string    `json:"redirectUri"`
+	DPoPKey            []byte    `json:"dpopKey,omitempty"` // the key the tokens will be bound to
 	ExpiresAt          time.Time `json:"expiresAt"`
 	Claimed            bool      `json:"claimed,omitempty"` // a callback took it: one use
 }
