@@ -303,12 +303,7 @@ func (m *Machine) grant(ctx context.Context, ms *machineServer, now time.Time) (
 		if ms.srv.Authentication.AssertionAudience == packs.AudienceTokenEndpoint {
 			aud = ep.tokenEndpoint
 		}
-		assertion, err := ms.key.sign(ms.id, aud, now)
-		if err != nil {
-			return machineToken{}, fmt.Errorf("oauth machine token for MCP server %s: %w", name, err)
-		}
-		form.Set("client_assertion_type", assertionType)
-		form.Set("client_assertion", assertion)
+		c.assertion = func() (string, error) { return ms.key.sign(ms.id, aud, now) }
 	}
 	var key *dpopKey
 	if ep.dpop {

@@ -82,9 +82,11 @@ func (n *number) UnmarshalJSON(b []byte) error {
 func (m *Manager) tokenRequest(ctx context.Context, hc *http.Client, endpoint string, c client, form url.Values, key *dpopKey) (tr tokenResponse, bound bool, err error) {
 	ctx, cancel := m.withTimeout(ctx)
 	defer cancel()
-	m.authenticate(form, c)
 	nonce := ""
 	for attempt := 0; ; attempt++ {
+		if err := m.authenticate(form, c); err != nil {
+			return tokenResponse{}, false, err
+		}
 		resp, body, err := m.postToken(ctx, hc, endpoint, c, form, key, nonce)
 		if err != nil {
 			return tokenResponse{}, false, err
@@ -148,7 +150,16 @@ func (m *Manager) postToken(ctx context.Context, hc *http.Client, endpoint strin
 }
 
 // authenticate adds the client's identification to a token or revocation request body.
-func (m *Manager) authenticate(form url.Values, c client) {
+func (m *Manager) authenticate(form url.Values, c client) error {
+	if c.assertion != nil {
+		a, err := c.assertion()
+		if err != nil {
+			return err
+		}
+		form.Set("client_assertion_type", assertionType)
+		form.Set("client_assertion", a)
+		return nil
+	}
 	switch c.Method {
 	case authBasic:
 		// in the Authorization header
@@ -160,6 +171,7 @@ func (m *Manager) authenticate(form url.Values, c client) {
 			form.Set("client_id", c.ID)
 		}
 	}
+	return nil
 }
 
 // endpointError describes a non-200 answer: the OAuth error when there is one, else the status.
@@ -325,7 +337,9 @@ func (m *Manager) revoke(ctx context.Context, hc *http.Client, g grant) error {
 	ctx, cancel := m.withTimeout(ctx)
 	defer cancel()
 	form := url.Values{"token": {g.RefreshToken}, "token_type_hint": {"refresh_token"}}
-	m.authenticate(form, g.Client)
+	if err := m.authenticate(form, g.Client); err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.RevocationEndpoint, strings.NewReader(form.Encode()))
 	if err != nil {
 		return fmt.Errorf("revoke: %w", err)

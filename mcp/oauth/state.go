@@ -31,6 +31,9 @@ type client struct {
 	// CacheKey names the nsClient record of a dynamically registered client, dropped when the
 	// authorization server no longer knows the client.
 	CacheKey string `json:"cacheKey,omitempty"`
+	// assertion signs a new private_key_jwt client assertion (a machine client), one per token
+	// request: a request sent again (for a DPoP nonce) must not replay the jti.
+	assertion func() (string, error)
 }
 
 // grant is the sealed plaintext of a store.KindOAuth row: the tokens and what refreshing them

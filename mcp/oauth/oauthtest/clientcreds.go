@@ -65,7 +65,7 @@ func (as *AuthServer) MachineStats() (grants int, rejections []string) {
 // clientCredentials answers a client-credentials token request of client, which authenticated
 // with method; as.mu is held. The client must have been registered for that method, name the
 // resource, and gets no refresh token (RFC 6749 §4.4.3).
-func (as *AuthServer) clientCredentials(w http.ResponseWriter, f url.Values, client, method string) {
+func (as *AuthServer) clientCredentials(w http.ResponseWriter, f url.Values, client, method, jkt string) {
 	c := as.clients[client]
 	switch {
 	case c.method != method:
@@ -78,11 +78,11 @@ func (as *AuthServer) clientCredentials(w http.ResponseWriter, f url.Values, cli
 	as.Grants++
 	scope := as.grantable(f.Get("scope"))
 	access := "at-" + randomString()
-	as.access[access] = asAccess{user: client, resource: as.Resource, scope: scope, expiry: as.clock.Now().Add(as.AccessTTL)}
+	as.access[access] = asAccess{user: client, resource: as.Resource, scope: scope, expiry: as.clock.Now().Add(as.AccessTTL), jkt: jkt}
 	as.secrets = append(as.secrets, access)
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{
-		"access_token": access, "token_type": "Bearer", "expires_in": int(as.AccessTTL / time.Second), "scope": scope,
+		"access_token": access, "token_type": tokenType(jkt), "expires_in": int(as.AccessTTL / time.Second), "scope": scope,
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -30,6 +31,10 @@ type ProtectedMCP struct {
 	// Refusals counts the requests to the MCP endpoint that carried a bearer token and were
 	// answered 401.
 	Refusals atomic.Int64
+	// Proofs are the DPoP proofs it checked (with MCPOptions.DPoP); DPoPRequests counts the
+	// requests that presented a token with the DPoP scheme.
+	Proofs       DPoPProofs
+	DPoPRequests atomic.Int64
 }
 
 // MCPOptions are the switches of [NewProtectedMCPWith]; the zero value is a well-behaved
@@ -58,6 +63,9 @@ type MCPOptions struct {
 	// RequireScope, when set, makes tools/call need this scope: a token without it gets 403
 	// with WWW-Authenticate: Bearer error="insufficient_scope", scope="<granted> <RequireScope>".
 	RequireScope string
+	// DPoP: a token bound to a DPoP key is taken only with the DPoP scheme and a valid proof for
+	// the request (RFC 9449 §7); a bound token presented as a bearer token is refused.
+	DPoP bool
 	// Open lists JSON-RPC methods the server serves without a token (as servers that let the
 	// handshake through and refuse only later requests), e.g. "initialize", "server/discover".
 	Open []string
@@ -152,6 +160,9 @@ func NewProtectedMCPWith(as *AuthServer, o MCPOptions) *ProtectedMCP {
 	}
 	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL})(handler)
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o.DPoP && !p.dpop(w, r, as, metadataURL) {
+			return
+		}
 		if r.Header.Get("Authorization") == "" {
 			if m := jsonRPCMethod(r); slices.Contains(o.Open, m) || strings.HasPrefix(m, "notifications/") && len(o.Open) > 0 {
 				handler.ServeHTTP(w, r)
@@ -168,6 +179,32 @@ func NewProtectedMCPWith(as *AuthServer, o MCPOptions) *ProtectedMCP {
 		protected.ServeHTTP(&refusalCounter{ResponseWriter: w, n: &p.Refusals}, r)
 	}))
 	return p
+}
+
+// dpop checks a request's DPoP presentation: a DPoP-scheme token with a valid proof becomes
+// a bearer token for the handlers behind; a bound token presented otherwise is refused. It
+// reports whether the request goes on.
+func (p *ProtectedMCP) dpop(w http.ResponseWriter, r *http.Request, as *AuthServer, metadataURL string) bool {
+	challenge := `DPoP resource_metadata="` + metadataURL + `",`
+	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	switch {
+	case strings.EqualFold(scheme, "dpop"):
+		p.DPoPRequests.Add(1)
+		jkt, err := p.Proofs.check(r.Header.Get("DPoP"), r.Method, p.Endpoint, tok, as.clock.Now())
+		if err == nil && jkt != as.BoundKey(tok) {
+			err = fmt.Errorf("the proof's key is not the token's")
+		}
+		if err != nil {
+			dpopRefusal(w, &p.Proofs, err, http.StatusUnauthorized, challenge)
+			return false
+		}
+		r.Header.Set("Authorization", "Bearer "+tok)
+	case tok != "" && as.BoundKey(tok) != "":
+		w.Header().Set("WWW-Authenticate", challenge+` error="invalid_token"`)
+		http.Error(w, "a DPoP-bound token presented as a bearer token", http.StatusUnauthorized)
+		return false
+	}
+	return true
 }
 
 // jsonRPCMethod reads the method of a POSTed JSON-RPC message, leaving the body readable.
