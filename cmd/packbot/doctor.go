@@ -18,6 +18,7 @@ import (
 	"github.com/packbot/packbot/agent"
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/packs/namecheck"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
 )
@@ -249,6 +250,13 @@ func (d *doctor) checkMCP(ctx context.Context, p *packs.Pack) {
 			continue
 		}
 		d.report("ok", name, "%s %s: %d tool(s) listed, %d offered", s.Transport, target(s), rep.Listed, len(rep.Tools))
+		for _, f := range namecheck.Check(&s, namecheck.Offered{namecheck.Tool: rep.ToolNames}) {
+			level := "warn"
+			if f.Blocking {
+				level = "FAIL"
+			}
+			d.report(level, name, "mcp.servers[%d].%s: %s (fix: correct the name in %s)", i, f.Field, findingMessage(f), p.Source)
+		}
 	}
 }
 

@@ -34,21 +34,29 @@ ${NAME} placeholders are expanded from the environment and .env, exactly as 'ser
 
 func newPackValidateCmd(a *app) *cobra.Command {
 	var ch channelOptions
+	var connect bool
 	cmd := &cobra.Command{
 		Use:   "validate [PATH]",
 		Short: "Report every problem of a pack at once, with file:line and field path",
 		Long: `Report every problem of a pack at once, with file:line and field path, including what
 the wallet channel the pack would run on cannot do (the channel is chosen as 'serve' chooses
-it: --channel, PACKBOT_CHANNEL, vsagent when VS_AGENT_ADMIN_URL is set, else didcomm).`,
+it: --channel, PACKBOT_CHANNEL, vsagent when VS_AGENT_ADMIN_URL is set, else didcomm).
+
+With --connect it also lists the tools of each enabled admin-controlled server (as 'mcp smoke'
+does) and reports every tool a rule names that its server does not have, with the server's
+closest tool: an error for an approval policy (serve would offer none of that server's tools:
+the real tool would run ungated), a warning for a role's list or the allowlist.`,
 		Example: `  packbot pack validate packs/wise-corporate
   WISE_MCP_URL=https://wise.example/mcp packbot pack validate ./agent-pack.yaml
-  packbot pack validate --channel vsagent ./hologram-pack`,
+  packbot pack validate --channel vsagent ./hologram-pack
+  packbot pack validate --connect packs/wise-corporate`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPackValidate(a, firstArg(args), ch.resolve(a))
+			return runPackValidate(cmd.Context(), a, firstArg(args), ch.resolve(a), connect)
 		},
 	}
 	cmd.Flags().StringVar(&ch.kind, "channel", "", "the wallet channel to check the pack for: didcomm or vsagent (default as serve)")
+	cmd.Flags().BoolVar(&connect, "connect", false, "also check the tools the rules name against each admin-controlled server's list")
 	return cmd
 }
 
@@ -76,7 +84,7 @@ func printInvalid(w io.Writer, inv *packs.InvalidError) {
 	fmt.Fprintf(w, "%s: invalid: %d error(s), %d warning(s)\n", inv.Source, len(inv.Problems), len(inv.Warnings))
 }
 
-func runPackValidate(a *app, path, channelKind string) error {
+func runPackValidate(ctx context.Context, a *app, path, channelKind string, connect bool) error {
 	p, err := a.loadPack(path, a.stdout)
 	if err != nil {
 		return err
@@ -91,6 +99,16 @@ func runPackValidate(a *app, path, channelKind string) error {
 	}
 	for _, w := range p.Warnings {
 		fmt.Fprintln(a.stdout, w)
+	}
+	if connect {
+		n, err := checkPackNames(ctx, a, p, a.stdout)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			fmt.Fprintf(a.stdout, "%s: invalid against its MCP servers: %d error(s)\n", p.Source, n)
+			return exitError{code: 1}
+		}
 	}
 	_, err = fmt.Fprintf(a.stdout, "%s: ok: %d MCP server(s), %d language(s), %d warning(s)\n",
 		p.Source, len(p.MCP.Servers), len(p.Languages), len(p.Warnings))
