@@ -88,13 +88,15 @@ type AuthServer struct {
 	// RegisteredTypes their application_type.
 	RegisteredMethods []string
 	RegisteredTypes   []string
-	// Authorizations counts the requests to the authorize endpoint.
-	Authorizations int
-	Refreshes      int
-	Exchanges      int
-	Revocations    int
-	AuthMethods    []string // how clients authenticated at the token endpoint
-	secrets        []string // every secret issued or received, for the log check
+	// Authorizations counts the requests to the authorize endpoint; AuthorizedScopes lists the
+	// scope each asked for.
+	Authorizations   int
+	AuthorizedScopes []string
+	Refreshes        int
+	Exchanges        int
+	Revocations      int
+	AuthMethods      []string // how clients authenticated at the token endpoint
+	secrets          []string // every secret issued or received, for the log check
 	// DPoP: the metadata advertises ES256 DPoP proofs, and a token requested with a valid proof
 	// is bound to its key (token_type DPoP); Proofs are the proofs it checked (see dpop.go).
 	DPoP   bool
@@ -336,6 +338,7 @@ func (as *AuthServer) authorize(w http.ResponseWriter, r *http.Request) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	as.Authorizations++
+	as.AuthorizedScopes = append(as.AuthorizedScopes, q.Get("scope"))
 	c, ok := as.clients[q.Get("client_id")]
 	redirect := q.Get("redirect_uri")
 	if !ok || !slices.ContainsFunc(c.redirects, func(r string) bool { return sameRedirect(r, redirect) }) {
