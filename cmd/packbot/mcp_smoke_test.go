@@ -134,7 +134,7 @@ func TestMCPSmokeElicitOnTerminal(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { // on failure: the server's question would wait for an answer for ever
 		_ = cmd.Process.Kill()
-		<-exited
+		t.Logf("smoke ended: %v", <-exited)
 	})
 	_ = slave.Close() // the child has its own: when it exits, reading master ends
 	tm := &terminal{more: make(chan struct{}, 1)}

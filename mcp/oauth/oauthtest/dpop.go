@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"net/http"
 	"net/url"
 	"strings"
@@ -113,7 +112,13 @@ func verifyProof(proof, method, target, accessToken string, now time.Time) (jkt,
 	if err1 != nil || err2 != nil {
 		return "", "", "", fmt.Errorf("jwk coordinates")
 	}
-	key := &ecdsa.PublicKey{Curve: elliptic.P256(), X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}
+	if len(x) != 32 || len(y) != 32 {
+		return "", "", "", fmt.Errorf("jwk coordinates are not 32 bytes")
+	}
+	key, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
+	if err != nil {
+		return "", "", "", fmt.Errorf("jwk: %w", err)
+	}
 	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
 	if err != nil {
 		return "", "", "", fmt.Errorf("signature: %w", err)
