@@ -101,7 +101,7 @@ func runPackValidate(ctx context.Context, a *app, path, channelKind string, conn
 		fmt.Fprintln(a.stdout, w)
 	}
 	if connect {
-		n, err := checkPackNames(ctx, a, p, a.stdout)
+		n, err := checkPackNames(ctx, a, p, a.stdout, false)
 		if err != nil {
 			return err
 		}

@@ -16,8 +16,10 @@ import (
 // tool: an error for a rule that restricts access (an approval policy; adminOnly in the legacy
 // model), on which serve offers none of that server's tools; a warning otherwise. A server that
 // cannot be listed now, or a user-controlled one, is said to be unchecked (serve checks it when
-// it first lists its tools). It returns the number of errors.
-func checkPackNames(ctx context.Context, a *app, p *packs.Pack, w io.Writer) (int, error) {
+// it first lists its tools). With restrictingOnly, only the servers that have a rule restricting
+// access by name are contacted (pack apply: only those can stop a pack). It returns the number
+// of errors.
+func checkPackNames(ctx context.Context, a *app, p *packs.Pack, w io.Writer, restrictingOnly bool) (int, error) {
 	machine, err := machineFor(a, p)
 	if err != nil {
 		return 0, err
@@ -27,7 +29,7 @@ func checkPackNames(ctx context.Context, a *app, p *packs.Pack, w io.Writer) (in
 		s := p.MCP.Servers[i]
 		path := fmt.Sprintf("mcp.servers[%d]", i)
 		switch {
-		case !s.Enabled:
+		case !s.Enabled, restrictingOnly && !namecheck.Restricts(&s):
 			continue
 		case s.UserControlled():
 			fmt.Fprintf(w, "%s: note: %s: names not checked against %s: user-controlled (serve checks them when a user's session first lists its tools)\n", p.Source, path, s.Name)
@@ -62,10 +64,11 @@ func findingMessage(f namecheck.Finding) string {
 	return msg
 }
 
-// refuseUnknownNames is pack apply's check of the pack's names against its servers: with an
-// error among them nothing is applied (exit status 1).
+// refuseUnknownNames is pack apply's check of the pack's names against the servers with rules
+// that restrict access by name (approval policies): with an error among them nothing is applied
+// (exit status 1). The other servers' names are validate --connect's and doctor's to report.
 func refuseUnknownNames(ctx context.Context, a *app, p *packs.Pack, source string) error {
-	n, err := checkPackNames(ctx, a, p, a.stdout)
+	n, err := checkPackNames(ctx, a, p, a.stdout, true)
 	if err != nil {
 		return err
 	}

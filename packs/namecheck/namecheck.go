@@ -61,6 +61,17 @@ func Rules(s *packs.Server) []Rule {
 	return out
 }
 
+// Restricts reports whether s has a rule that restricts access by name: only such a rule can
+// make a finding Blocking.
+func Restricts(s *packs.Server) bool {
+	for _, r := range Rules(s) {
+		if r.Blocking && len(r.Names) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Finding is one name a rule uses that its server does not offer.
 type Finding struct {
 	Server string

@@ -62,6 +62,23 @@ func TestLegacyAdminOnly(t *testing.T) {
 	}
 }
 
+func TestRestricts(t *testing.T) {
+	for _, tc := range []struct {
+		ta   *packs.ToolAccess
+		want bool
+	}{
+		{nil, false},
+		{&packs.ToolAccess{Roles: map[string][]string{"x": {"a"}}}, false},
+		{&packs.ToolAccess{Roles: map[string][]string{}, Approval: []packs.ApprovalPolicy{{Tools: []string{"a"}}}}, true},
+		{&packs.ToolAccess{AdminOnly: []string{"a"}}, true},
+		{&packs.ToolAccess{Roles: map[string][]string{}, AdminOnly: []string{"a"}}, false}, // ignored by the RBAC model
+	} {
+		if got := namecheck.Restricts(&packs.Server{ToolAccess: tc.ta}); got != tc.want {
+			t.Errorf("Restricts(%+v) = %v, want %v", tc.ta, got, tc.want)
+		}
+	}
+}
+
 func TestClosest(t *testing.T) {
 	for _, tc := range []struct{ name, want string }{
 		{"transfer_all_mony", "transfer_all_money"},
