@@ -281,3 +281,33 @@ func TestMCPSmokeClientCredentials(t *testing.T) {
 		t.Errorf("%d client-credentials grants, want 3 (smoke, doctor, explain)", grants)
 	}
 }
+
+// TestMCPSmokeSchemaAndJSON: --schema shows a tool's whole input and output schema; --json
+// prints the report as JSON (the tools with their schemas, the call's result) and nothing else
+// on stdout.
+func TestMCPSmokeSchemaAndJSON(t *testing.T) {
+	code, out, errOut := cli(t, nil, "mcp", "smoke", "--server", "bank", "--schema", "get_exchange_rate")
+	if code != 0 || !strings.Contains(out, "tool get_exchange_rate\n") || !strings.Contains(out, "input schema:\n  {") ||
+		!strings.Contains(out, `"from"`) || !strings.Contains(out, "output schema:") {
+		t.Errorf("--schema: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := cli(t, nil, "mcp", "smoke", "--server", "bank", "--schema", "no_such_tool"); code != 1 || !strings.Contains(errOut, "--schema no_such_tool") {
+		t.Errorf("--schema of an unknown tool: exit %d\n%s", code, errOut)
+	}
+
+	code, out, errOut = cli(t, nil, "mcp", "smoke", "--server", "bank", "--json", "--call", "get_exchange_rate", "--args", `{"from":"EUR","to":"USD"}`)
+	var rep smokeJSON
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+		t.Fatalf("--json: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	var schema struct {
+		Properties map[string]any `json:"properties"`
+	}
+	if len(rep.Tools) != 9 || rep.Call == nil || rep.Call.IsError || !strings.Contains(rep.Call.Text, "rate") ||
+		json.Unmarshal(rep.Tools[0].InputSchema, &schema) != nil || len(schema.Properties) == 0 {
+		t.Errorf("--json report: %+v", rep)
+	}
+	if !strings.Contains(errOut, "server bank: stdio") {
+		t.Errorf("the progress lines are not on stderr:\n%s", errOut)
+	}
+}
