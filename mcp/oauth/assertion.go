@@ -119,23 +119,33 @@ func (k assertionKey) sign(clientID, audience string, now time.Time) (string, er
 		"iss": clientID, "sub": clientID, "aud": audience,
 		"iat": now.Unix(), "exp": now.Add(assertionTTL).Unix(), "jti": rand.Text(),
 	}
-	h, err := json.Marshal(header)
+	jws, err := signJWS(k.signer, k.alg, header, claims)
 	if err != nil {
 		return "", fmt.Errorf("sign client assertion: %w", err)
+	}
+	return jws, nil
+}
+
+// signJWS returns the compact JWS (RFC 7515) of claims under header, signed by signer with
+// SHA-256: alg ES256 (an ECDSA signature as R || S) or RS256.
+func signJWS(signer crypto.Signer, alg string, header any, claims map[string]any) (string, error) {
+	h, err := json.Marshal(header)
+	if err != nil {
+		return "", err
 	}
 	c, err := json.Marshal(claims)
 	if err != nil {
-		return "", fmt.Errorf("sign client assertion: %w", err)
+		return "", err
 	}
 	input := base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(c)
 	digest := sha256.Sum256([]byte(input))
-	sig, err := k.signer.Sign(rand.Reader, digest[:], crypto.SHA256)
+	sig, err := signer.Sign(rand.Reader, digest[:], crypto.SHA256)
 	if err != nil {
-		return "", fmt.Errorf("sign client assertion: %w", err)
+		return "", err
 	}
-	if k.alg == algES256 {
+	if alg == algES256 {
 		if sig, err = rawECDSA(sig); err != nil {
-			return "", fmt.Errorf("sign client assertion: %w", err)
+			return "", err
 		}
 	}
 	return input + "." + base64.RawURLEncoding.EncodeToString(sig), nil

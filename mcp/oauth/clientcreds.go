@@ -132,19 +132,14 @@ func NewMachine(cfg MachineConfig) (*Machine, error) {
 
 func newMachineServer(s packs.Server) (*machineServer, error) {
 	a := s.Authentication
+	if err := checkMachineServer(s); err != nil {
+		return nil, err
+	}
 	if a.Mode == packs.AuthWorkloadIdentity {
 		return newWorkloadServer(s)
 	}
-	switch {
-	case s.UserControlled():
-		return nil, errors.New("client_credentials is for admin-controlled servers (set accessMode: admin-controlled)")
-	case s.Transport == packs.TransportStdio:
-		return nil, errors.New("client_credentials needs an HTTP transport, not stdio")
-	case a.ClientID == "":
+	if a.ClientID == "" {
 		return nil, errors.New("authentication.clientId is empty")
-	}
-	if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("url %q is not an absolute HTTP(S) URL", s.URL)
 	}
 	ms := &machineServer{srv: s, lock: make(chan struct{}, 1), id: a.ClientID, method: a.TokenEndpointAuthMethod}
 	switch ms.method {
@@ -166,6 +161,22 @@ func newMachineServer(s packs.Server) (*machineServer, error) {
 		return nil, fmt.Errorf("authentication.tokenEndpointAuthMethod %q: use %s, %s or %s", ms.method, authBasic, authPost, packs.PrivateKeyJWT)
 	}
 	return ms, nil
+}
+
+// checkMachineServer refuses a server packbot cannot sign in to as itself: a user-controlled
+// one, stdio, or one without an absolute HTTP(S) URL.
+func checkMachineServer(s packs.Server) error {
+	mode := s.Authentication.Mode
+	switch {
+	case s.UserControlled():
+		return fmt.Errorf("%s is for admin-controlled servers (set accessMode: admin-controlled)", mode)
+	case s.Transport == packs.TransportStdio:
+		return fmt.Errorf("%s needs an HTTP transport, not stdio", mode)
+	}
+	if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("url %q is not an absolute HTTP(S) URL", s.URL)
+	}
+	return nil
 }
 
 // Token returns a valid access token for server, requesting one first when there is none or it

@@ -2,7 +2,6 @@ package oauth
 
 import (
 	"context"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -122,24 +121,11 @@ func (k *dpopKey) proof(method, rawURL, nonce, accessToken string, now time.Time
 		sum := sha256.Sum256([]byte(accessToken))
 		claims["ath"] = base64.RawURLEncoding.EncodeToString(sum[:])
 	}
-	h, err := json.Marshal(map[string]any{"typ": "dpop+jwt", "alg": dpopAlg, "jwk": k.jwk})
+	jws, err := signJWS(k.priv, dpopAlg, map[string]any{"typ": "dpop+jwt", "alg": dpopAlg, "jwk": k.jwk}, claims)
 	if err != nil {
 		return "", fmt.Errorf("DPoP proof: %w", err)
 	}
-	c, err := json.Marshal(claims)
-	if err != nil {
-		return "", fmt.Errorf("DPoP proof: %w", err)
-	}
-	input := base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(c)
-	digest := sha256.Sum256([]byte(input))
-	sig, err := k.priv.Sign(rand.Reader, digest[:], crypto.SHA256)
-	if err != nil {
-		return "", fmt.Errorf("DPoP proof: %w", err)
-	}
-	if sig, err = rawECDSA(sig); err != nil {
-		return "", fmt.Errorf("DPoP proof: %w", err)
-	}
-	return input + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+	return jws, nil
 }
 
 // presentation is the headers that present a DPoP-bound accessToken on one request.

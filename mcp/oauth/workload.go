@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 
@@ -27,23 +26,16 @@ func (ms *machineServer) grantType() string {
 	return "client_credentials"
 }
 
-// newWorkloadServer checks a server whose authentication mode is workload_identity: packbot
+// newWorkloadServer checks a server whose authentication mode is workload_identity (past
+// [checkMachineServer]): packbot
 // presents the JWT its platform writes to assertionFile (a Kubernetes projected service
 // account token, a cloud workload identity token), read again for every token request since
 // platforms rotate it, with the jwt-bearer grant; the client id, when the pack gives one, is
 // sent as client_id (a public client: the JWT is the credential).
 func newWorkloadServer(s packs.Server) (*machineServer, error) {
 	a := s.Authentication
-	switch {
-	case s.UserControlled():
-		return nil, errors.New("workload_identity is for admin-controlled servers (set accessMode: admin-controlled)")
-	case s.Transport == packs.TransportStdio:
-		return nil, errors.New("workload_identity needs an HTTP transport, not stdio")
-	case a.AssertionFile == "":
+	if a.AssertionFile == "" {
 		return nil, errors.New("authentication.assertionFile is empty: name the file the platform writes the workload's JWT to")
-	}
-	if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("url %q is not an absolute HTTP(S) URL", s.URL)
 	}
 	if _, err := readWorkloadToken(a.AssertionFile); err != nil {
 		return nil, fmt.Errorf("authentication.assertionFile: %w", err)
