@@ -264,12 +264,13 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		t.Cleanup(h.as.Close)
 		hr := oauthtest.NewProtectedMCP(h.as)
 		t.Cleanup(hr.Close)
-		env["HR_URL"] = hr.Endpoint
+		env["HR_URL"], env["HR_ISSUER"] = hr.Endpoint, h.as.URL()
+		// The authorization server is on another loopback port than hr: the pack names it.
 		servers = `
     - name: hr
       url: "${HR_URL}"
       accessMode: user-controlled
-      authentication: {mode: oauth2}
+      authentication: {mode: oauth2, issuer: "${HR_ISSUER}"}
 `
 	}
 	if o.authRequired {

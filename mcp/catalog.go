@@ -15,6 +15,7 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/packs/namecheck"
 )
 
 // Tool is one tool of one server, as the catalog offers it to agents.
@@ -291,8 +292,37 @@ func admitAll(log *slog.Logger, s *packs.Server, listed []*mcpsdk.Tool, limit in
 	if len(left) > 10 {
 		log.Warn("MCP tools left out", "server", s.Name, "count", len(left))
 	}
+	out, left = gate(log, s, listed, out, left)
 	slices.SortFunc(out, compareTools)
 	return out, left
+}
+
+// gate checks the pack's rules against every tool the server listed ([namecheck.Gate]): a name
+// that matches no tool is logged; when a rule that restricts access (an approval policy) names a
+// tool the server lacks, the real tool would run ungated, so none of the server's tools is
+// offered (they are left out with the reason) until the pack is fixed.
+func gate(log *slog.Logger, s *packs.Server, listed []*mcpsdk.Tool, out []Tool, left []LeftOut) ([]Tool, []LeftOut) {
+	names := make([]string, 0, len(listed))
+	for _, t := range listed {
+		if t != nil {
+			names = append(names, t.Name)
+		}
+	}
+	fs, err := namecheck.Gate(s, names)
+	for _, f := range fs {
+		if !f.Blocking {
+			log.Warn("MCP pack rule names a tool the server does not have", "server", s.Name, "problem", f.String())
+		}
+	}
+	if err == nil {
+		return out, left
+	}
+	log.Error("MCP server's tools not offered: a pack rule that restricts access names a tool the server does not have",
+		"server", s.Name, "err", err, "fix", "correct the name in the pack (pack validate --connect shows it) and apply it")
+	for _, t := range out {
+		left = append(left, LeftOut{Server: s.Name, Name: t.Name, Reason: err.Error()})
+	}
+	return out[:0], left
 }
 
 // errTaskRequired is why a tool that requires task-augmented execution is not offered.

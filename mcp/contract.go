@@ -75,3 +75,18 @@ const (
 	StatusFailure             Status = "FAILURE"              // configured, and the server rejected it
 	StatusNeedsAuthentication Status = "NEEDS_AUTHENTICATION" // nothing configured (or OAuth to redo)
 )
+
+// Binder is an optional capability of an [Authorizer] or a [MachineAuthorizer] whose tokens
+// may be sender-constrained (DPoP, RFC 9449; package mcp/oauth has it). For each HTTP request
+// that carries token to server (identity "" for packbot's own tokens) the pool asks it for the
+// headers that present the token: an Authorization header with the DPoP scheme and a fresh
+// proof bound to req. Nil headers mean token is a plain bearer token. Safe for concurrent use.
+type Binder interface {
+	Bind(ctx context.Context, identity, server, token string, req HTTPRequest) (map[string]string, error)
+}
+
+// HTTPRequest is what a proof binds a token to: one request's method and URL, and the nonce
+// the server gave last (RFC 9449 §9), if any.
+type HTTPRequest struct {
+	Method, URL, Nonce string
+}

@@ -15,7 +15,7 @@ import (
 // the server refused is renewed once and the request sent again, since a 401 means the server
 // did not act on it.
 func (p *Pool) sharedHeaders(s *packs.Server, m MachineAuthorizer) (headerFunc, error) {
-	if !s.ClientCredentials() {
+	if !s.MachineAuth() {
 		return staticHeaders(s.Headers), nil
 	}
 	if m == nil {
@@ -32,7 +32,7 @@ func (p *Pool) sharedHeaders(s *packs.Server, m MachineAuthorizer) (headerFunc, 
 		var tok string
 		var err error
 		if r, ok := ctx.Value(renewalKey{}).(*renewal); ok {
-			rejected := strings.TrimPrefix(r.rejected[authorization].Reveal(), "Bearer ")
+			rejected := presentedToken(r.rejected[authorization])
 			tok, err = m.Renew(ctx, name, rejected)
 			r.renewed = err == nil && tok != rejected
 		} else {
@@ -45,8 +45,7 @@ func (p *Pool) sharedHeaders(s *packs.Server, m MachineAuthorizer) (headerFunc, 
 		for k, v := range static {
 			h[k] = v
 		}
-		h[authorization] = secret.NewValue("Bearer " + tok)
-		return h, nil
+		return h, presentToken(ctx, m, "", name, tok, h)
 	}, nil
 }
 

@@ -28,6 +28,18 @@ type SmokeOptions struct {
 	Environ []string
 	// Context asks for a prompt or a resource besides the listing (smoke_context.go).
 	Context SmokeContext
+	// Asker answers what the server asks during the call (elicitation); nil declines, as the
+	// pool does for a call without one.
+	Asker Asker
+	// Machine gets packbot's own tokens for a server whose authentication mode is
+	// client_credentials or workload_identity, as serve's pool does; without it such a server is
+	// contacted with o.Headers only.
+	Machine MachineAuthorizer
+	// Authorizer, for a server whose authentication mode is oauth2, gives Identity's tokens, as
+	// serve's pool gets a user's (cmd passes the command-line sign-in's): refreshed before
+	// expiry, and presented with a DPoP proof where the authorization server binds them.
+	Authorizer Authorizer
+	Identity   string
 }
 
 // SmokeStep is one timed step of a smoke test.
@@ -43,8 +55,11 @@ type SmokeReport struct {
 	Protocol      string // negotiated protocol version
 	ServerName    string
 	ServerVersion string
-	Listed        int    // tools the server listed
-	Tools         []Tool // the tools packbot would offer (allowlist and schema checks applied)
+	Listed        int // tools the server listed
+	// ToolNames are the names of every tool the server listed, sorted (allowlist or not), for
+	// checking the names a pack's rules use.
+	ToolNames []string
+	Tools     []Tool // the tools packbot would offer (allowlist and schema checks applied)
 	// LeftOut are the listed tools packbot would not offer (within the allowlist), with why.
 	LeftOut []LeftOut
 	Call    *Result
@@ -58,8 +73,14 @@ type SmokeReport struct {
 // failure is a Result with IsError.
 func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, error) {
 	s.Enabled = true
-	s.AccessMode = packs.AdminControlled      // the smoke test brings its own headers
-	s.UserConfig, s.Authentication = nil, nil // a user's credentials come in o.Headers (cmd signs in to an OAuth server first)
+	user := o.Authorizer != nil && s.OAuth()
+	s.UserConfig = nil // a user's credentials come in o.Headers, or their tokens from o.Authorizer
+	if !user {
+		s.AccessMode = packs.AdminControlled // the smoke test brings its own headers
+	}
+	if !user && (o.Machine == nil || !s.MachineAuth()) {
+		s.Authentication = nil
+	}
 	if s.TimeoutMs <= 0 {
 		s.TimeoutMs = packs.DefaultTimeoutMs
 	}
@@ -72,12 +93,18 @@ func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, e
 	}
 	maps.Copy(headers, o.Headers)
 	s.Headers = headers
-	p, err := New(Config{Servers: []packs.Server{s}, Logger: o.Logger, Environ: o.Environ})
+	p, err := New(Config{Servers: []packs.Server{s}, Logger: o.Logger, Environ: o.Environ, Machine: o.Machine, Authorizer: o.Authorizer})
 	if err != nil {
 		return nil, err
 	}
 	defer p.Close()
-	c := p.current().servers[s.Name].shared
+	ent := p.current().servers[s.Name]
+	c := ent.shared
+	if user {
+		if c, err = p.conn(ctx, ent, o.Identity); err != nil {
+			return nil, err
+		}
+	}
 	rep := &SmokeReport{}
 	step := func(name string, start time.Time) {
 		rep.Steps = append(rep.Steps, SmokeStep{Name: name, Took: p.now().Sub(start)})
@@ -110,6 +137,12 @@ func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, e
 	}
 	cancelList()
 	rep.Listed = len(listed)
+	for _, t := range listed {
+		if t != nil {
+			rep.ToolNames = append(rep.ToolNames, t.Name)
+		}
+	}
+	slices.Sort(rep.ToolNames)
 	rep.Tools, rep.LeftOut = admitAll(p.log, c.srv, listed, p.maxTools, c.tasks.supportOf)
 	if err := smokeContext(ctx, p.now, c, sess, o.Context, rep); err != nil {
 		return rep, err
@@ -123,20 +156,35 @@ func Smoke(ctx context.Context, s packs.Server, o SmokeOptions) (*SmokeReport, e
 		return rep, fmt.Errorf("--args: %w", err)
 	}
 	start = p.now()
-	cctx, cancelCall := context.WithTimeout(ctx, c.timeout())
-	defer cancelCall()
-	out, err := sess.CallTool(cctx, &mcpsdk.CallToolParams{Name: o.Tool, Arguments: args})
+	res, err := smokeCall(ctx, c, sess, o, args)
 	step("call "+o.Tool, start)
 	if err != nil {
-		return rep, fmt.Errorf("call %s: %w", o.Tool, classify(cctx, err, &c.obs))
+		return rep, err
 	}
-	res := toResult(out)
 	if i, ok := slices.BinarySearchFunc(rep.Tools, Tool{Server: s.Name, Name: o.Tool}, compareTools); ok {
 		res = checkOutput(rep.Tools[i], res)
 	}
 	res.Elapsed = rep.Steps[len(rep.Steps)-1].Took
 	rep.Call = &res
 	return rep, nil
+}
+
+// smokeCall calls o.Tool as the pool's calls do: what the server asks during the call goes to
+// o.Asker, and the timeout is suspended while the person answers.
+func smokeCall(ctx context.Context, c *conn, sess *mcpsdk.ClientSession, o SmokeOptions, args json.RawMessage) (Result, error) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := startCallTimer(c.timeout(), func() { cancel(context.DeadlineExceeded) })
+	defer timer.stop()
+	lc := &liveCall{ctx: cctx, tool: o.Tool, token: "packbot-smoke", asker: o.Asker, timer: timer}
+	defer c.track(lc)()
+	params := &mcpsdk.CallToolParams{Name: o.Tool, Arguments: args}
+	params.SetProgressToken(lc.token)
+	out, err := sess.CallTool(cctx, params)
+	if err != nil {
+		return Result{}, fmt.Errorf("call %s: %w", o.Tool, classify(cctx, err, &c.obs))
+	}
+	return toResult(out), nil
 }
 
 // SchemaSummary renders an input schema as one short line: {name*: type, …} where * marks a

@@ -75,20 +75,26 @@ type headerTransport struct {
 	probe   *taskProbe // nil: no tools/list capture
 	// renewable: headers can renew their credential after a 401 (see renewal).
 	renewable bool
+
+	mu    sync.Mutex
+	nonce string // the last DPoP-Nonce the server gave (see dpop.go)
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	out, sent := req, map[string]secret.Value(nil)
 	if t.headers != nil {
-		h, err := t.headers(req.Context())
+		h, err := t.headers(withRequest(req.Context(), t.request(req)))
 		if err != nil {
 			return nil, err
 		}
 		out, sent = withHeaders(req, h), h
 	}
 	resp, err := t.base.RoundTrip(out)
-	if err == nil && resp.StatusCode == http.StatusUnauthorized && t.renewable && sent != nil {
-		again, rerr := t.renew(req, sent)
+	if err == nil {
+		t.sawNonce(resp)
+	}
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && sent != nil && (t.renewable || wantsNonce(resp, sent)) {
+		again, rerr := t.renew(req, sent, wantsNonce(resp, sent))
 		if rerr != nil || again != nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 			_ = resp.Body.Close()
@@ -142,13 +148,17 @@ type renewalKey struct{}
 // cannot be renewed or the body cannot be sent again. A 401 means the server did not act on
 // the request, so sending it once more is safe; it is done once, never again for the answer
 // to the second try. An error is the renewal's (e.g. the authorization server refused).
-func (t *headerTransport) renew(req *http.Request, sent map[string]secret.Value) (*http.Request, error) {
+func (t *headerTransport) renew(req *http.Request, sent map[string]secret.Value, nonceOnly bool) (*http.Request, error) {
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		return nil, nil
 	}
+	ctx := withRequest(req.Context(), t.request(req))
 	r := &renewal{rejected: sent}
-	h, err := t.headers(context.WithValue(req.Context(), renewalKey{}, r))
-	if err != nil || !r.renewed {
+	if !nonceOnly {
+		ctx = context.WithValue(ctx, renewalKey{}, r)
+	}
+	h, err := t.headers(ctx)
+	if err != nil || (!nonceOnly && !r.renewed) {
 		return nil, err
 	}
 	again := withHeaders(req, h)
@@ -206,7 +216,7 @@ const streamRetries = 2
 // process starts with (the pack's env entries are added).
 // The probe reads the tools' execution.taskSupport from tools/list results.
 func transportFor(s *packs.Server, base http.RoundTripper, headers headerFunc, obs *observer, probe *taskProbe, env []string, stderr io.Writer) (mcpsdk.Transport, error) {
-	ht := &headerTransport{base: base, headers: headers, obs: obs, renewable: s.ClientCredentials()}
+	ht := &headerTransport{base: base, headers: headers, obs: obs, renewable: s.MachineAuth()}
 	client := &http.Client{Transport: ht}
 	switch s.Transport {
 	case packs.TransportStreamableHTTP:

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/packs/namecheck"
 )
 
 // entry is one enabled server of the pool. A pack update keeps the entry of a server whose
@@ -279,15 +280,31 @@ func connectionSettings(s *packs.Server) packs.Server {
 	return c
 }
 
-// applyPolicy puts a kept server's new allowlist into effect on its open sessions: the catalog
-// drops the tools it no longer admits at once, and a session lists the tools again (admitting
-// them under the new allowlist) so that tools it now admits appear.
+// applyPolicy puts a kept server's new allowlist and access rules into effect on its open
+// sessions: the catalog drops the tools it no longer admits at once (all of them when a new rule
+// that restricts access names a tool the catalog lacks: see namecheck), and a session lists the
+// tools again (admitting them under the new allowlist and rules) so that tools it now admits
+// appear.
 func (p *Pool) applyPolicy(k keptServer) {
-	if slices.Equal(k.old.Allowlist, k.srv.Allowlist) {
+	rules := !reflect.DeepEqual(k.old.ToolAccess, k.srv.ToolAccess)
+	if slices.Equal(k.old.Allowlist, k.srv.Allowlist) && !rules {
 		return
 	}
-	if p.cat.narrow(k.ent.name, k.ent, k.srv.Allowed) {
-		p.log.Info("MCP tool catalog narrowed to the new allowlist", "server", k.ent.name)
+	keep := k.srv.Allowed
+	if rules {
+		// New rules are checked at once against the tools known (fail closed), and again,
+		// exactly, when the server's tools are listed below.
+		cat, _ := p.cat.snapshot()
+		var names []string
+		for _, t := range cat.Server(k.ent.name) {
+			names = append(names, t.Name)
+		}
+		if _, err := namecheck.Gate(k.srv, names); err != nil {
+			keep = func(string) bool { return false }
+		}
+	}
+	if p.cat.narrow(k.ent.name, k.ent, keep) {
+		p.log.Info("MCP tool catalog narrowed to the new allowlist and rules", "server", k.ent.name)
 	}
 	if k.ent.shared != nil {
 		k.ent.shared.relist()

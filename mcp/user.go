@@ -153,10 +153,9 @@ func (p *Pool) userAccess(ctx context.Context, srv *packs.Server, identity strin
 			}
 			h := maps.Clone(static)
 			if h == nil {
-				h = make(map[string]secret.Value, 1)
+				h = make(map[string]secret.Value, 2)
 			}
-			h["Authorization"] = secret.NewValue("Bearer " + tok)
-			return h, nil
+			return h, presentToken(ctx, p.auth, identity, srv.Name, tok, h)
 		}, nil, nil
 	}
 	values, err := p.loadConfig(ctx, identity, srv)

@@ -52,7 +52,18 @@ func TestClientCredentialsRules(t *testing.T) {
 		{"unset secret variable", cc("clientId: c, clientSecret: '${CS}'"),
 			"mcp.servers[0].authentication.clientSecret", []string{"${CS} is not set"}},
 		{"unknown mode", server("name: s\nurl: " + url + "\nauthentication: {mode: machine}"),
-			"mcp.servers[0].authentication.mode", []string{"unknown authentication mode", "client_credentials"}},
+			"mcp.servers[0].authentication.mode", []string{"unknown authentication mode", "client_credentials", "workload_identity"}},
+		{"unknown assertion audience", cc("clientId: c, privateKeyFile: " + filepath.Join(dir, "key.pem") + ", assertionAudience: endpoint"),
+			"mcp.servers[0].authentication.assertionAudience", []string{`unknown assertion audience "endpoint"`, "issuer", "token_endpoint"}},
+		{"workload without its token file", server("name: s\nurl: " + url + "\nauthentication: {mode: workload_identity}"),
+			"mcp.servers[0].authentication.assertionFile", []string{"workload_identity needs assertionFile"}},
+		{"workload user-controlled", server("name: s\nurl: " + url + "\naccessMode: user-controlled\nauthentication: {mode: workload_identity, assertionFile: t}"),
+			"mcp.servers[0].authentication.mode", []string{"admin-controlled"}},
+		{"client metadata document not a URL", server("name: s\nurl: " + url + "\naccessMode: user-controlled\nauthentication: {mode: oauth2, clientMetadataUrl: nowhere}"),
+			"mcp.servers[0].authentication.clientMetadataUrl", nil},
+	}
+	if err := os.WriteFile(filepath.Join(dir, "key.pem"), []byte(pemKey), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	for _, tt := range errs {
 		t.Run(tt.name, func(t *testing.T) {

@@ -261,18 +261,23 @@ func resolveUnset(d *decoder, p *Pack) {
 func resolveFiles(d *decoder, p *Pack) {
 	for i := range p.MCP.Servers {
 		a := p.MCP.Servers[i].Authentication
-		if a == nil || a.PrivateKeyFile == "" || filepath.IsAbs(a.PrivateKeyFile) {
+		if a == nil {
 			continue
 		}
-		path := joinPath(joinPath(indexPath("mcp.servers", i), "authentication"), "privateKeyFile")
-		if _, unset := d.unresolved[path]; unset {
-			continue
+		for field, f := range map[string]*string{"privateKeyFile": &a.PrivateKeyFile, "assertionFile": &a.AssertionFile} {
+			if *f == "" || filepath.IsAbs(*f) {
+				continue
+			}
+			path := joinPath(joinPath(indexPath("mcp.servers", i), "authentication"), field)
+			if _, unset := d.unresolved[path]; unset {
+				continue
+			}
+			file := lookupPos(d, path).File
+			if file == "" || strings.HasPrefix(file, "$") || strings.HasPrefix(file, "embedded:") {
+				continue
+			}
+			*f = filepath.Join(filepath.Dir(file), *f)
 		}
-		file := lookupPos(d, path).File
-		if file == "" || strings.HasPrefix(file, "$") || strings.HasPrefix(file, "embedded:") {
-			continue
-		}
-		a.PrivateKeyFile = filepath.Join(filepath.Dir(file), a.PrivateKeyFile)
 	}
 }
 

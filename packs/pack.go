@@ -203,6 +203,12 @@ func (s *Server) ClientCredentials() bool {
 	return s.Authentication != nil && s.Authentication.Mode == AuthClientCredentials
 }
 
+// MachineAuth reports whether packbot signs in to this (admin-controlled) server as itself:
+// the client-credentials grant, or its workload's identity (mode workload_identity).
+func (s *Server) MachineAuth() bool {
+	return s.ClientCredentials() || (s.Authentication != nil && s.Authentication.Mode == AuthWorkloadIdentity)
+}
+
 // Allowed reports whether the server's allowlist (if any) admits tool.
 func (s *Server) Allowed(tool string) bool {
 	return len(s.Allowlist) == 0 || slices.Contains(s.Allowlist, tool)
@@ -332,6 +338,20 @@ const (
 	// AuthClientCredentials: packbot signs in as itself with the OAuth 2.1 client-credentials
 	// grant, for the shared session of an admin-controlled server.
 	AuthClientCredentials = "client_credentials"
+	// AuthWorkloadIdentity: packbot signs in as itself with the JWT its platform issues to the
+	// workload (Kubernetes service account, cloud workload identity), exchanged for an access
+	// token with the RFC 7523 jwt-bearer grant (MCP workload identity federation, SEP-1933).
+	AuthWorkloadIdentity = "workload_identity"
+)
+
+// Audiences of a private_key_jwt client assertion (ServerAuth.AssertionAudience).
+const (
+	// AudienceIssuer: the authorization server's issuer identifier, as RFC 7523bis requires
+	// (the default).
+	AudienceIssuer = "issuer"
+	// AudienceTokenEndpoint: the token endpoint's URL, for authorization servers that say they
+	// still want the audience RFC 7523 first allowed.
+	AudienceTokenEndpoint = "token_endpoint"
 )
 
 // How packbot authenticates at the token endpoint in client_credentials mode (RFC 7591 §2
@@ -369,6 +389,20 @@ type ServerAuth struct {
 	// KeyID (private_key_jwt only, optional) is the kid put in the assertions' header, for
 	// authorization servers that hold several keys of the client.
 	KeyID string `yaml:"keyId"`
+	// AssertionAudience (private_key_jwt only) is the aud of the client assertions: issuer (the
+	// default, RFC 7523bis) or token_endpoint, for an authorization server that says it wants
+	// its token endpoint's URL there.
+	AssertionAudience string `yaml:"assertionAudience"`
+	// AssertionFile (workload_identity only) is the file holding the JWT the platform issues to
+	// packbot's workload, read again for every token request (platforms rotate it). A relative
+	// path is relative to the pack file, as PrivateKeyFile.
+	AssertionFile string `yaml:"assertionFile" pack:"strict"`
+	// ClientMetadataURL (oauth2, optional) is the URL of a Client ID Metadata Document that
+	// describes packbot's client at this server's authorization server: used as client_id,
+	// instead of dynamic registration, where the authorization server supports such documents.
+	// Its redirect_uris must include packbot's callback (for mcp smoke:
+	// http://127.0.0.1/callback, any port).
+	ClientMetadataURL string `yaml:"clientMetadataUrl" pack:"url"`
 }
 
 // Text is a string that may be given per language: either a plain string, or a map from

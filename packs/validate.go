@@ -256,8 +256,17 @@ func (v *validator) access(path string, s *Server) {
 			v.machineOnly(ap, a)
 		case AuthClientCredentials:
 			v.clientCredentials(path, s)
+		case AuthWorkloadIdentity:
+			v.workloadIdentity(path, s)
 		default:
-			v.errorf(joinPath(ap, "mode"), "unknown authentication mode %q: use oauth2 (each user signs in) or client_credentials (packbot signs in as itself)", a.Mode)
+			v.errorf(joinPath(ap, "mode"), "unknown authentication mode %q: use oauth2 (each user signs in), client_credentials or workload_identity (packbot signs in as itself)", a.Mode)
+		}
+		if a.ClientMetadataURL != "" {
+			if a.Mode != AuthOAuth2 {
+				v.warnf(joinPath(ap, "clientMetadataUrl"), "ignored with mode %s: it applies to mode oauth2", a.Mode)
+			} else {
+				v.httpURL(joinPath(ap, "clientMetadataUrl"), a.ClientMetadataURL)
+			}
 		}
 		if a.Issuer != "" {
 			v.httpURL(joinPath(ap, "issuer"), a.Issuer)
@@ -406,6 +415,9 @@ func (v *validator) clientCredentials(path string, s *Server) {
 	if a.ClientSecret != "" {
 		v.warnf(joinPath(ap, "clientSecret"), "ignored with private_key_jwt, which signs with privateKeyFile: remove it")
 	}
+	if a.AssertionAudience != "" {
+		v.oneOf(joinPath(ap, "assertionAudience"), a.AssertionAudience, []string{AudienceIssuer, AudienceTokenEndpoint}, "assertion audience")
+	}
 	kp := joinPath(ap, "privateKeyFile")
 	if a.PrivateKeyFile == "" {
 		v.errorf(kp, "private_key_jwt needs privateKeyFile: the PEM file of the private key packbot signs its assertions with (EC P-256 for ES256, RSA for RS256)")
@@ -418,10 +430,26 @@ func (v *validator) clientCredentials(path string, s *Server) {
 	}
 }
 
+// workloadIdentity checks a server on which packbot signs in with its workload's JWT: an
+// admin-controlled HTTP server and the file the platform writes the JWT to.
+func (v *validator) workloadIdentity(path string, s *Server) {
+	a, ap := s.Authentication, joinPath(path, "authentication")
+	if s.UserControlled() || s.Transport == TransportStdio {
+		v.errorf(joinPath(ap, "mode"), "workload_identity is packbot's own sign-in, for the shared session of an admin-controlled HTTP server")
+	}
+	if a.ClientSecret != "" || a.PrivateKeyFile != "" {
+		v.warnf(ap, "clientSecret and privateKeyFile are ignored with workload_identity, which presents the workload's JWT (assertionFile)")
+	}
+	if strings.TrimSpace(a.AssertionFile) == "" {
+		v.errorf(joinPath(ap, "assertionFile"), "workload_identity needs assertionFile: the file the platform writes the workload's JWT to (e.g. a projected service account token)")
+	}
+}
+
 // machineOnly warns about client_credentials fields on a server where users sign in.
 func (v *validator) machineOnly(ap string, a *ServerAuth) {
 	for field, set := range map[string]bool{"tokenEndpointAuthMethod": a.TokenEndpointAuthMethod != "",
-		"privateKeyFile": a.PrivateKeyFile != "", "keyId": a.KeyID != ""} {
+		"privateKeyFile": a.PrivateKeyFile != "", "keyId": a.KeyID != "", "assertionAudience": a.AssertionAudience != "",
+		"assertionFile": a.AssertionFile != ""} {
 		if set {
 			v.warnf(joinPath(ap, field), "ignored with mode oauth2: it applies to mode client_credentials")
 		}

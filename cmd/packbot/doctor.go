@@ -18,6 +18,7 @@ import (
 	"github.com/packbot/packbot/agent"
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/packs/namecheck"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
 )
@@ -219,9 +220,11 @@ func (d *doctor) checkLLM(ctx context.Context, a *app, p *packs.Pack) {
 	d.report("ok", "llm", "%s %s answered in %v", cfg.Provider, cfg.Model, time.Since(start).Round(time.Millisecond))
 }
 
-// checkMCP smoke-tests each enabled admin-controlled server with the pack's own headers.
-// User-controlled servers need a user's credentials; they are listed, not contacted.
+// checkMCP smoke-tests each enabled admin-controlled server with the pack's own headers, or
+// packbot's own token (client_credentials, workload_identity) as serve gets it. User-controlled
+// servers need a user's credentials; they are listed, not contacted.
 func (d *doctor) checkMCP(ctx context.Context, p *packs.Pack) {
+	machine, merr := machineFor(d.a, p)
 	for i := range p.MCP.Servers {
 		s := p.MCP.Servers[i]
 		name := "mcp " + s.Name
@@ -232,18 +235,28 @@ func (d *doctor) checkMCP(ctx context.Context, p *packs.Pack) {
 		case s.UserControlled():
 			d.report("ok", name, "user-controlled: each user's credentials are tested when they give them")
 			continue
-		case s.Authentication != nil:
+		case s.MachineAuth() && merr != nil:
+			d.report("FAIL", name, "%v", merr)
+			continue
+		case s.Authentication != nil && !s.MachineAuth():
 			d.report("warn", name, "authenticates with %s: not smoke-tested by doctor (fix: 'packbot mcp smoke --server %s')", s.Authentication.Mode, s.Name)
 			continue
 		}
 		cctx, cancel := d.bounded(ctx)
-		rep, err := mcp.Smoke(cctx, s, mcp.SmokeOptions{Logger: d.a.logger})
+		rep, err := mcp.Smoke(cctx, s, mcp.SmokeOptions{Logger: d.a.logger, Machine: machineOrNil(machine)})
 		cancel()
 		if err != nil {
 			d.report("FAIL", name, "%s %s: %s: %v (fix: 'packbot mcp smoke --server %s' shows each step)", s.Transport, target(s), mcp.Classify(err), err, s.Name)
 			continue
 		}
 		d.report("ok", name, "%s %s: %d tool(s) listed, %d offered", s.Transport, target(s), rep.Listed, len(rep.Tools))
+		for _, f := range namecheck.Check(&s, namecheck.Offered{namecheck.Tool: rep.ToolNames}) {
+			level := "warn"
+			if f.Blocking {
+				level = "FAIL"
+			}
+			d.report(level, name, "mcp.servers[%d].%s: %s (fix: correct the name in %s)", i, f.Field, findingMessage(f), p.Source)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -20,9 +21,7 @@ import (
 
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/mcp/demoserver"
-	"github.com/packbot/packbot/mcp/oauth"
 	"github.com/packbot/packbot/packs"
-	"github.com/packbot/packbot/store/secret"
 )
 
 func newMCPCmd(a *app) *cobra.Command {
@@ -41,6 +40,9 @@ type smokeOptions struct {
 	call    string
 	args    string
 	signIn  signInOptions
+	elicit  string // "", elicitDecline or elicitDefaults
+	schema  string // a tool whose full input and output schema to show
+	json    bool
 	context smokeContextOptions // --get-prompt, --read (mcp_context.go)
 }
 
@@ -48,16 +50,12 @@ func newMCPSmokeCmd(a *app) *cobra.Command {
 	var o smokeOptions
 	cmd := &cobra.Command{
 		Use:   "smoke",
-		Short: "Connect to one MCP server of a pack: initialize, list tools, prompts and resources, optionally call one",
+		Short: "Connect to one MCP server of a pack: initialize, list tools, optionally call one",
 		Long: `Connect to one MCP server of a pack with the pack's transport, URL or command, headers and
 timeout; initialize, list every tool (name, description, input schema summary) and optionally
 call one. Prints the negotiated protocol version and the time of each step. Exits 1 with the
 reason in plain words when the server cannot be reached, refuses the credentials (the
 WWW-Authenticate challenge is shown), or does not speak MCP.
-
-It also lists the server's prompts (with their arguments, * marking required ones), resources,
-resource templates and skills; --get-prompt NAME gets a prompt with --args as its arguments,
---read URI reads a resource, and prints what came back.
 
 The pack is found as 'serve' finds it (--pack, AGENT_PACK_PATH, ./agent-packs, the embedded
 demo). For a user-controlled server, give the user's credentials with --header.
@@ -66,14 +64,27 @@ A server with authentication.mode: oauth2 is signed in to as command-line tools 
 unless --header gives an Authorization: smoke listens on 127.0.0.1, prints the line
 "Open this URL to sign in: <url>" on stderr and waits for the browser to come back there, then
 uses the token. It registers itself at the authorization server unless --client-id (or the
-pack's clientId) names a client. The tokens are forgotten at exit unless --data-dir keeps them,
-sealed under MCP_CONFIG_ENCRYPTION_KEY, for the next run, which then needs no browser.`,
+pack's clientId) names a client, or a Client ID Metadata Document describes it (--client-metadata-url,
+the pack's clientMetadataUrl, or the one 'packbot serve' publishes at PACKBOT_PUBLIC_URL) and the
+authorization server supports those. A 403 insufficient_scope is answered by signing in again
+with the union of the scopes (at most 3 times), a token refused right after sign-in (the
+server moved to another authorization server) by signing in again there. The tokens are
+forgotten at exit unless --data-dir keeps them, sealed under MCP_CONFIG_ENCRYPTION_KEY, for the
+next run, which then needs no browser. A server with authentication.mode client_credentials or
+workload_identity gets packbot's own token, as serve gets it.
+
+A server may ask questions during the call (elicitation). On a terminal smoke asks them field
+by field (a default is shown in brackets: Enter keeps it); otherwise --elicit says what to
+answer: decline (the default), or defaults, which accepts the form filled with its defaults
+and fails when a required field has none.`,
 		Example: `  packbot mcp smoke --server bank
   packbot mcp smoke --pack packs/wise-corporate --server wise --header "Authorization=Bearer $TOKEN"
   packbot mcp smoke --server bank --call get_exchange_rate --args '{"from":"EUR","to":"USD"}'
   packbot mcp smoke --server hr --get-prompt review_prepared_write --args '{"operation":"update_person"}'
   packbot mcp smoke --server hr --read hollyhr://guides/safe-write-workflow
-  packbot mcp smoke --pack my-pack.yaml --server notes --data-dir ~/.packbot-smoke`,
+  packbot mcp smoke --pack my-pack.yaml --server notes --data-dir ~/.packbot-smoke
+  packbot mcp smoke --server bank --schema send_money
+  packbot mcp smoke --server hr --call update_employee --args '{"id":7}' --elicit defaults --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -87,6 +98,9 @@ sealed under MCP_CONFIG_ENCRYPTION_KEY, for the next run, which then needs no br
 	f.StringArrayVar(&o.headers, "header", nil, "extra request header NAME=VALUE (repeatable); overrides the pack's")
 	f.StringVar(&o.call, "call", "", "tool to call after listing")
 	f.StringVar(&o.args, "args", "{}", "JSON object of arguments for --call")
+	f.StringVar(&o.elicit, "elicit", "", "what to answer the server's questions when not on a terminal: decline (default) or defaults")
+	f.StringVar(&o.schema, "schema", "", "show this tool's full input and output schema")
+	f.BoolVar(&o.json, "json", false, "print the report as JSON (tools with their schemas, the call's result)")
 	o.signIn.bind(f)
 	o.context.bind(f)
 	return cmd
@@ -101,74 +115,75 @@ func runMCPSmoke(ctx context.Context, a *app, o smokeOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := o.signIn.check(srv); err != nil {
+	headers, err := o.check(srv)
+	if err != nil {
 		return err
-	}
-	headers := make(map[string]string, len(o.headers))
-	for _, h := range o.headers {
-		k, v, ok := strings.Cut(h, "=")
-		if !ok || strings.TrimSpace(k) == "" {
-			return fmt.Errorf("--header %q: use NAME=VALUE", h)
-		}
-		headers[http.CanonicalHeaderKey(strings.TrimSpace(k))] = v
 	}
 	sc, err := o.context.options(o.call, o.args)
 	if err != nil {
 		return err
 	}
 	w := a.stdout
+	if o.json {
+		w = a.stderr // stdout carries the JSON report only
+	}
 	fmt.Fprintf(w, "server %s: %s %s\n", srv.Name, srv.Transport, target(srv))
-
-	// An OAuth server: sign in first, unless --header brings the token.
-	var signIn *smokeSignIn
-	var from oauth.TokenSource
-	bearer := func(get func(context.Context) (secret.Value, oauth.TokenSource, error)) error {
-		tok, src, err := get(ctx)
-		if err != nil {
-			fmt.Fprintf(a.stderr, "FAILED: %s\n", signInReason(err, o.signIn))
-			return exitError{code: 1}
+	auth, err := openSmokeAuth(ctx, a, o, srv, headers, w)
+	if err != nil {
+		return err
+	}
+	defer auth.close(ctx)
+	asker := newSmokeAsker(a, o.elicit)
+	so := mcp.SmokeOptions{Headers: headers, Tool: o.call, Arguments: json.RawMessage(o.args), Logger: a.logger,
+		Asker: asker, Machine: auth.machine, Context: sc}
+	rep, err := auth.smoke(ctx, so)
+	if o.json {
+		if jerr := printSmokeJSON(a.stdout, srv, rep, err); jerr != nil {
+			return jerr
 		}
-		from, headers["Authorization"] = src, "Bearer "+tok.Reveal()
-		fmt.Fprintf(w, "sign-in: %s\n", src)
+	} else {
+		printSmoke(w, rep, o.schema)
+		printSmokeContext(w, rep)
+	}
+	return smokeOutcome(a, o, srv, rep, err, asker)
+}
+
+// check refuses flags that would be ignored or cannot work, and returns the --header values.
+func (o *smokeOptions) check(srv packs.Server) (map[string]string, error) {
+	if err := o.signIn.check(srv); err != nil {
+		return nil, err
+	}
+	switch o.elicit {
+	case "", elicitDecline, elicitDefaults:
+	default:
+		return nil, fmt.Errorf("--elicit %q: use %s or %s", o.elicit, elicitDecline, elicitDefaults)
+	}
+	headers := make(map[string]string, len(o.headers))
+	for _, h := range o.headers {
+		k, v, ok := strings.Cut(h, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("--header %q: use NAME=VALUE", h)
+		}
+		headers[http.CanonicalHeaderKey(strings.TrimSpace(k))] = v
+	}
+	return headers, nil
+}
+
+// smokeOutcome says why a smoke test failed, if it did, and sets the exit status.
+func smokeOutcome(a *app, o smokeOptions, srv packs.Server, rep *mcp.SmokeReport, err error, asker *smokeAsker) error {
+	switch {
+	case asker.failure != nil:
+		fmt.Fprintf(a.stderr, "FAILED: %v\n", asker.failure)
+	case err != nil:
+		fmt.Fprintf(a.stderr, "FAILED: %s\n", smokeReason(err, srv))
+	case rep.Call != nil && rep.Call.IsError:
+		fmt.Fprintf(a.stderr, "FAILED: the tool %s answered with an error (see above)\n", o.call)
+	case o.schema != "" && !slices.ContainsFunc(rep.Tools, func(t mcp.Tool) bool { return t.Name == o.schema }):
+		fmt.Fprintf(a.stderr, "FAILED: --schema %s: the server offers no such tool\n", o.schema)
+	default:
 		return nil
 	}
-	if _, given := headers["Authorization"]; srv.OAuth() && !given {
-		if signIn, err = openSignIn(ctx, a, o.signIn, srv); err != nil {
-			return err
-		}
-		defer func() {
-			// The throwaway store holds only tokens sealed under a key that dies with the process.
-			if err := signIn.close(); err != nil {
-				a.logger.WarnContext(ctx, "close the token store", slog.Any("err", err))
-			}
-		}()
-		if err := bearer(signIn.Token); err != nil {
-			return err
-		}
-	}
-
-	so := mcp.SmokeOptions{Headers: headers, Tool: o.call, Arguments: json.RawMessage(o.args), Logger: a.logger, Context: sc}
-	rep, err := mcp.Smoke(ctx, srv, so)
-	var aerr *mcp.AuthError
-	if signIn != nil && from != oauth.FromBrowser && errors.As(err, &aerr) && aerr.Status == http.StatusUnauthorized {
-		// The stored token looked fresh but the server refused it: refresh, or sign in again.
-		fmt.Fprintf(w, "the server refused the %s token (HTTP 401)\n", from)
-		if err := bearer(signIn.Rejected); err != nil {
-			return err
-		}
-		rep, err = mcp.Smoke(ctx, srv, so)
-	}
-	printSmoke(w, rep)
-	printSmokeContext(w, rep)
-	if err != nil {
-		fmt.Fprintf(a.stderr, "FAILED: %s\n", smokeReason(err, srv))
-		return exitError{code: 1}
-	}
-	if rep.Call != nil && rep.Call.IsError {
-		fmt.Fprintf(a.stderr, "FAILED: the tool %s answered with an error (see above)\n", o.call)
-		return exitError{code: 1}
-	}
-	return nil
+	return exitError{code: 1}
 }
 
 // pickServer finds the server to smoke-test.
@@ -196,7 +211,7 @@ func target(s packs.Server) string {
 	return s.URL
 }
 
-func printSmoke(w io.Writer, rep *mcp.SmokeReport) {
+func printSmoke(w io.Writer, rep *mcp.SmokeReport, schema string) {
 	if rep == nil {
 		return
 	}
@@ -220,6 +235,7 @@ func printSmoke(w io.Writer, rep *mcp.SmokeReport) {
 		fmt.Fprintf(tw, "  %s\tnot offered: %s\t\n", l.Name, l.Reason)
 	}
 	_ = tw.Flush()
+	printSchema(w, rep, schema)
 	if c := rep.Call; c != nil {
 		status := "ok"
 		if c.IsError {

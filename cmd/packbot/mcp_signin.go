@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -26,16 +30,18 @@ const signInPrompt = "Open this URL to sign in: "
 
 // signInOptions are mcp smoke's flags for an OAuth sign-in.
 type signInOptions struct {
-	clientID     string
-	clientSecret string
-	dataDir      string
-	timeout      time.Duration
-	callbackPort int
+	clientID          string
+	clientSecret      string
+	clientMetadataURL string
+	dataDir           string
+	timeout           time.Duration
+	callbackPort      int
 }
 
 func (o *signInOptions) bind(f *pflag.FlagSet) {
 	f.StringVar(&o.clientID, "client-id", "", "OAuth: a client registered at the authorization server with redirect URI http://127.0.0.1/callback (default: the pack's clientId, else dynamic registration)")
 	f.StringVar(&o.clientSecret, "client-secret", "", "OAuth: the secret of --client-id, if it has one")
+	f.StringVar(&o.clientMetadataURL, "client-metadata-url", "", "OAuth: a Client ID Metadata Document describing this client (redirect URI http://127.0.0.1/callback), used as client_id where the authorization server supports them (default: the pack's clientMetadataUrl, else the one serve publishes at PACKBOT_PUBLIC_URL)")
 	f.StringVar(&o.dataDir, "data-dir", "", "OAuth: keep the tokens in this folder's SQLite store, sealed under "+secret.EnvKey+", for the next run (default: forgotten at exit)")
 	f.DurationVar(&o.timeout, "sign-in-timeout", oauth.DefaultLoopbackWait, "OAuth: how long to wait for the browser to come back")
 	f.IntVar(&o.callbackPort, "callback-port", 0, "OAuth: port of the redirect listener on 127.0.0.1 (default: a free one)")
@@ -47,7 +53,7 @@ func (o *signInOptions) check(s packs.Server) error {
 		for _, f := range []struct {
 			name  string
 			given bool
-		}{{"client-id", o.clientID != ""}, {"client-secret", o.clientSecret != ""}, {"data-dir", o.dataDir != ""},
+		}{{"client-id", o.clientID != ""}, {"client-secret", o.clientSecret != ""}, {"client-metadata-url", o.clientMetadataURL != ""}, {"data-dir", o.dataDir != ""},
 			{"callback-port", o.callbackPort != 0}, {"sign-in-timeout", o.timeout != oauth.DefaultLoopbackWait}} {
 			if f.given {
 				return fmt.Errorf("--%s applies to a server with authentication.mode: oauth2, and %s has none", f.name, s.Name)
@@ -69,6 +75,7 @@ func (o *signInOptions) check(s packs.Server) error {
 // the user asked: the run (a temporary folder) or --data-dir.
 type smokeSignIn struct {
 	*oauth.Loopback
+	opts  signInOptions
 	close func() error
 }
 
@@ -91,9 +98,10 @@ func openSignIn(ctx context.Context, a *app, o signInOptions, s packs.Server) (_
 	}
 	l, err := oauth.NewLoopback(oauth.LoopbackConfig{
 		Credentials: st, Records: st, Keyring: kr, Server: s, Logger: a.logger,
-		ListenAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(o.callbackPort)),
-		Wait:       o.timeout,
-		ClientName: "packbot mcp smoke",
+		ListenAddr:        net.JoinHostPort("127.0.0.1", strconv.Itoa(o.callbackPort)),
+		Wait:              o.timeout,
+		ClientName:        "packbot mcp smoke",
+		ClientMetadataURL: firstNonEmpty(o.clientMetadataURL, publishedClientMetadata(ctx, a)),
 		Prompt: func(_ context.Context, authURL string) error {
 			_, err := fmt.Fprintln(a.stderr, signInPrompt+authURL)
 			return err
@@ -102,7 +110,37 @@ func openSignIn(ctx context.Context, a *app, o signInOptions, s packs.Server) (_
 	if err != nil {
 		return nil, err
 	}
-	return &smokeSignIn{Loopback: l, close: closeStore}, nil
+	return &smokeSignIn{Loopback: l, opts: o, close: closeStore}, nil
+}
+
+// publishedClientMetadata returns the URL of the command-line Client ID Metadata Document that
+// 'packbot serve' publishes at PACKBOT_PUBLIC_URL, when it answers there with a document that
+// names itself; "" otherwise (dynamic registration then).
+func publishedClientMetadata(ctx context.Context, a *app) string {
+	base := a.getenv("PACKBOT_PUBLIC_URL")
+	if base == "" {
+		return ""
+	}
+	u := strings.TrimSuffix(base, "/") + oauth.DefaultNativeClientMetadataPath
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.logger.DebugContext(ctx, "no client metadata document at PACKBOT_PUBLIC_URL", slog.Any("err", err))
+		return ""
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var doc struct {
+		ClientID string `json:"client_id"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&doc) != nil || doc.ClientID != u {
+		return ""
+	}
+	return u
 }
 
 // openSignInStore opens the SQLite store of dataDir with the keyring of MCP_CONFIG_ENCRYPTION_KEY,

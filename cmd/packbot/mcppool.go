@@ -59,6 +59,8 @@ func openMCP(ctx context.Context, a *app, p *packs.Pack, st store.Store, kr *sec
 				cfg.Authorizer, manager = m, m
 				mux.Handle("GET "+oauth.DefaultCallbackPath, m.CallbackHandler())
 				mux.Handle("GET "+oauth.DefaultClientMetadataPath, m.ClientMetadataHandler())
+				mux.Handle("GET "+oauth.DefaultNativeClientMetadataPath, oauth.NativeClientMetadataHandler(
+					strings.TrimSuffix(publicURL, "/")+oauth.DefaultNativeClientMetadataPath, "packbot"))
 			}
 		}
 	}

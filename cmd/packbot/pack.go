@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/packbot/packbot/mcp"
+	"github.com/packbot/packbot/mcp/oauth"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
 )
@@ -33,21 +34,29 @@ ${NAME} placeholders are expanded from the environment and .env, exactly as 'ser
 
 func newPackValidateCmd(a *app) *cobra.Command {
 	var ch channelOptions
+	var connect bool
 	cmd := &cobra.Command{
 		Use:   "validate [PATH]",
 		Short: "Report every problem of a pack at once, with file:line and field path",
 		Long: `Report every problem of a pack at once, with file:line and field path, including what
 the wallet channel the pack would run on cannot do (the channel is chosen as 'serve' chooses
-it: --channel, PACKBOT_CHANNEL, vsagent when VS_AGENT_ADMIN_URL is set, else didcomm).`,
+it: --channel, PACKBOT_CHANNEL, vsagent when VS_AGENT_ADMIN_URL is set, else didcomm).
+
+With --connect it also lists the tools of each enabled admin-controlled server (as 'mcp smoke'
+does) and reports every tool a rule names that its server does not have, with the server's
+closest tool: an error for an approval policy (serve would offer none of that server's tools:
+the real tool would run ungated), a warning for a role's list or the allowlist.`,
 		Example: `  packbot pack validate packs/wise-corporate
   WISE_MCP_URL=https://wise.example/mcp packbot pack validate ./agent-pack.yaml
-  packbot pack validate --channel vsagent ./hologram-pack`,
+  packbot pack validate --channel vsagent ./hologram-pack
+  packbot pack validate --connect packs/wise-corporate`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPackValidate(a, firstArg(args), ch.resolve(a))
+			return runPackValidate(cmd.Context(), a, firstArg(args), ch.resolve(a), connect)
 		},
 	}
 	cmd.Flags().StringVar(&ch.kind, "channel", "", "the wallet channel to check the pack for: didcomm or vsagent (default as serve)")
+	cmd.Flags().BoolVar(&connect, "connect", false, "also check the tools the rules name against each admin-controlled server's list")
 	return cmd
 }
 
@@ -75,7 +84,7 @@ func printInvalid(w io.Writer, inv *packs.InvalidError) {
 	fmt.Fprintf(w, "%s: invalid: %d error(s), %d warning(s)\n", inv.Source, len(inv.Problems), len(inv.Warnings))
 }
 
-func runPackValidate(a *app, path, channelKind string) error {
+func runPackValidate(ctx context.Context, a *app, path, channelKind string, connect bool) error {
 	p, err := a.loadPack(path, a.stdout)
 	if err != nil {
 		return err
@@ -90,6 +99,16 @@ func runPackValidate(a *app, path, channelKind string) error {
 	}
 	for _, w := range p.Warnings {
 		fmt.Fprintln(a.stdout, w)
+	}
+	if connect {
+		n, err := checkPackNames(ctx, a, p, a.stdout, false)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			fmt.Fprintf(a.stdout, "%s: invalid against its MCP servers: %d error(s)\n", p.Source, n)
+			return exitError{code: 1}
+		}
 	}
 	_, err = fmt.Fprintf(a.stdout, "%s: ok: %d MCP server(s), %d language(s), %d warning(s)\n",
 		p.Source, len(p.MCP.Servers), len(p.Languages), len(p.Warnings))
@@ -184,6 +203,12 @@ func runPackExplain(ctx context.Context, a *app, path string, o explainOptions) 
 	// Naming the guest role alone, or nothing at all, describes an unauthenticated caller.
 	c.Authenticated = o.identity != "" || o.name != "" || !(len(roles) == 0 || (len(roles) == 1 && roles[0] == packs.GuestRole))
 	e := rbac.New(p)
+	var machine *oauth.Machine
+	if o.connect {
+		if machine, err = machineFor(a, p); err != nil {
+			return err
+		}
+	}
 	out := explainOutput{
 		Pack: p.Metadata.ID, Source: p.Source, Authenticated: c.Authenticated, Admin: e.IsAdmin(c), Roles: e.Roles(c),
 		GuestsBlocked: !c.Authenticated && p.Flows.Authentication.Required,
@@ -199,7 +224,7 @@ func runPackExplain(ctx context.Context, a *app, path string, o explainOptions) 
 		sort.SliceStable(s.Tools, func(i, j int) bool { return effectRank(s.Tools[i].Effect) < effectRank(s.Tools[j].Effect) })
 		explainContext(&s, r, o.all)
 		if o.connect {
-			s.NotOffered, s.Connect = notOffered(ctx, a, *r.Server)
+			s.NotOffered, s.Connect = notOffered(ctx, a, *r.Server, machine)
 		}
 		out.Servers = append(out.Servers, s)
 	}
@@ -213,14 +238,14 @@ func runPackExplain(ctx context.Context, a *app, path string, o explainOptions) 
 
 // notOffered lists the tools a server offers that packbot leaves out, with the reason (or why
 // the server was not listed).
-func notOffered(ctx context.Context, a *app, s packs.Server) ([]explainTool, string) {
+func notOffered(ctx context.Context, a *app, s packs.Server, machine *oauth.Machine) ([]explainTool, string) {
 	switch {
 	case !s.Enabled:
 		return nil, ""
 	case s.UserControlled():
 		return nil, "not contacted: user-controlled (try packbot mcp smoke with a user's --header)"
 	}
-	rep, err := mcp.Smoke(ctx, s, mcp.SmokeOptions{Logger: a.logger})
+	rep, err := mcp.Smoke(ctx, s, mcp.SmokeOptions{Logger: a.logger, Machine: machineOrNil(machine)})
 	if err != nil {
 		return nil, "could not list its tools: " + smokeReason(err, s)
 	}

@@ -74,6 +74,9 @@ func runPackApply(ctx context.Context, a *app, path string, o applyOptions) erro
 		fmt.Fprintf(a.stdout, "%s: invalid on the %s channel: not applied\n", source, kind)
 		return exitError{code: 1}
 	}
+	if err := refuseUnknownNames(ctx, a, p, source); err != nil {
+		return err
+	}
 	st, _, err := o.store.open(ctx, a)
 	if err != nil {
 		return err

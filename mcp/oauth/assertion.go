@@ -107,8 +107,9 @@ func newAssertionKey(key any, kid string) (assertionKey, error) {
 	return assertionKey{}, fmt.Errorf("a %T: packbot signs with an EC P-256 key (ES256) or an RSA key (RS256)", key)
 }
 
-// sign returns a client assertion (RFC 7523 §3): iss and sub the client id, aud the token
-// endpoint, a short exp, iat, and a jti that is never reused.
+// sign returns a client assertion (RFC 7523 §3): iss and sub the client id, aud the audience
+// (the authorization server's issuer, RFC 7523bis), a short exp, iat, and a jti that is never
+// reused.
 func (k assertionKey) sign(clientID, audience string, now time.Time) (string, error) {
 	header := map[string]string{"alg": k.alg, "typ": "JWT"}
 	if k.kid != "" {
@@ -118,23 +119,33 @@ func (k assertionKey) sign(clientID, audience string, now time.Time) (string, er
 		"iss": clientID, "sub": clientID, "aud": audience,
 		"iat": now.Unix(), "exp": now.Add(assertionTTL).Unix(), "jti": rand.Text(),
 	}
-	h, err := json.Marshal(header)
+	jws, err := signJWS(k.signer, k.alg, header, claims)
 	if err != nil {
 		return "", fmt.Errorf("sign client assertion: %w", err)
+	}
+	return jws, nil
+}
+
+// signJWS returns the compact JWS (RFC 7515) of claims under header, signed by signer with
+// SHA-256: alg ES256 (an ECDSA signature as R || S) or RS256.
+func signJWS(signer crypto.Signer, alg string, header any, claims map[string]any) (string, error) {
+	h, err := json.Marshal(header)
+	if err != nil {
+		return "", err
 	}
 	c, err := json.Marshal(claims)
 	if err != nil {
-		return "", fmt.Errorf("sign client assertion: %w", err)
+		return "", err
 	}
 	input := base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(c)
 	digest := sha256.Sum256([]byte(input))
-	sig, err := k.signer.Sign(rand.Reader, digest[:], crypto.SHA256)
+	sig, err := signer.Sign(rand.Reader, digest[:], crypto.SHA256)
 	if err != nil {
-		return "", fmt.Errorf("sign client assertion: %w", err)
+		return "", err
 	}
-	if k.alg == algES256 {
+	if alg == algES256 {
 		if sig, err = rawECDSA(sig); err != nil {
-			return "", fmt.Errorf("sign client assertion: %w", err)
+			return "", err
 		}
 	}
 	return input + "." + base64.RawURLEncoding.EncodeToString(sig), nil

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
 	"github.com/packbot/packbot/packs"
@@ -24,6 +23,14 @@ import (
 // Errors wrap mcp.ErrUnknownServer for a server without oauth2, mcp.ErrUnreachable when the
 // server cannot be probed.
 func (m *Manager) Begin(ctx context.Context, identity, server string) (string, error) {
+	return m.BeginAfter(ctx, identity, server, "")
+}
+
+// BeginAfter is [Manager.Begin] for a user whose request the server refused with challenge (the
+// WWW-Authenticate header of its 401 or 403): discovery follows that challenge — its
+// resource_metadata and scope — instead of probing the server, which may let its first
+// requests through and refuse only a later one. An empty challenge probes, as Begin does.
+func (m *Manager) BeginAfter(ctx context.Context, identity, server, challenge string) (string, error) {
 	if identity == "" {
 		return "", errors.New("oauth begin: identity is empty")
 	}
@@ -31,7 +38,7 @@ func (m *Manager) Begin(ctx context.Context, identity, server string) (string, e
 	if err != nil {
 		return "", fmt.Errorf("oauth begin: %w", err)
 	}
-	d, err := m.discover(ctx, s)
+	d, err := m.discover(ctx, s, challenge)
 	if err != nil {
 		return "", fmt.Errorf("oauth begin %s: %w", server, err)
 	}
@@ -53,6 +60,18 @@ func (m *Manager) Begin(ctx context.Context, identity, server string) (string, e
 		scopes = append(scopes, "offline_access") // so that a refresh token comes (SEP-2207)
 	}
 
+	var jkt string
+	var dpop []byte
+	if d.asm.dpop() {
+		key, err := newDPoPKey()
+		if err == nil {
+			dpop, err = key.marshal()
+		}
+		if err != nil {
+			return "", fmt.Errorf("oauth begin %s: %w", server, err)
+		}
+		jkt = key.thumb
+	}
 	verifier := oauth2.GenerateVerifier()
 	state := rand.Text()
 	now := m.now()
@@ -68,6 +87,7 @@ func (m *Manager) Begin(ctx context.Context, identity, server string) (string, e
 		Scopes:             scopes,
 		StepUps:            stepUps,
 		RedirectURI:        m.callbackURL,
+		DPoPKey:            dpop,
 		ExpiresAt:          now.Add(m.pendingTTL),
 	}
 	pk := pendingKey(identity, server)
@@ -88,10 +108,14 @@ func (m *Manager) Begin(ctx context.Context, identity, server string) (string, e
 		RedirectURL: m.callbackURL,
 		Scopes:      scopes,
 	}
-	link := cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", d.prm.Resource))
+	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", d.prm.Resource)}
+	if jkt != "" {
+		opts = append(opts, oauth2.SetAuthURLParam("dpop_jkt", jkt)) // binds the code to the key (RFC 9449 §10)
+	}
+	link := cfg.AuthCodeURL(state, opts...)
 	m.log.InfoContext(ctx, "oauth authorization begun", "identity", identity, "server", server,
 		"issuer", d.asm.Issuer, "resource", d.prm.Resource, "scopes", scopeString(scopes),
-		"preregistered", c.Preregistered, "expires", p.ExpiresAt)
+		"preregistered", c.Preregistered, "dpop", jkt != "", "expires", p.ExpiresAt)
 	return link, nil
 }
 
@@ -99,14 +123,14 @@ func (m *Manager) Begin(ctx context.Context, identity, server string) (string, e
 // one; else its Client ID Metadata Document's URL when the authorization server supports those
 // and packbot serves one; else a dynamically registered one, cached per (server, issuer, callback
 // URL) so that packbot does not register again for every user.
-func (m *Manager) clientFor(ctx context.Context, hc *http.Client, s packs.Server, asm *oauthex.AuthServerMeta) (client, error) {
+func (m *Manager) clientFor(ctx context.Context, hc *http.Client, s packs.Server, asm *authServer) (client, error) {
 	if a := s.Authentication; a.ClientID != "" {
 		return client{
 			ID: a.ClientID, Secret: a.ClientSecret, Preregistered: true,
 			Method: chooseAuthMethod(asm.TokenEndpointAuthMethodsSupported, a.ClientSecret != ""),
 		}, nil
 	}
-	if c, ok := m.metadataClient(asm); ok {
+	if c, ok := m.metadataClient(&asm.AuthServerMeta, s); ok {
 		return c, nil
 	}
 	if asm.RegistrationEndpoint == "" {

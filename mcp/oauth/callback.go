@@ -164,13 +164,22 @@ func (m *Manager) callback(ctx context.Context, q url.Values) callbackResult {
 		return callbackResult{status: http.StatusBadGateway, Title: "Authorization failed",
 			Message: "packbot could not reach the authorization server. Go back to the chat and try again."}
 	}
-	tr, err := m.tokenRequest(ctx, hc, p.TokenEndpoint, c, url.Values{
+	var key *dpopKey
+	if len(p.DPoPKey) > 0 {
+		if key, err = parseDPoPKey(p.DPoPKey); err != nil {
+			log.ErrorContext(ctx, "oauth code exchange impossible", "err", err)
+			m.failed(ctx, idx, err)
+			return callbackResult{status: http.StatusInternalServerError, Title: "Something went wrong",
+				Message: "packbot could not read this authorization. Go back to the chat and try again."}
+		}
+	}
+	tr, bound, err := m.tokenRequest(ctx, hc, p.TokenEndpoint, c, url.Values{
 		"grant_type":    {"authorization_code"},
 		"code":          {code},
 		"redirect_uri":  {p.RedirectURI},
 		"code_verifier": {p.Verifier},
 		"resource":      {p.Resource},
-	})
+	}, key)
 	if err != nil {
 		log.WarnContext(ctx, "oauth code exchange failed", "err", err)
 		var ae *AuthorizationError
@@ -187,6 +196,9 @@ func (m *Manager) callback(ctx context.Context, q url.Values) callbackResult {
 		Resource: p.Resource, Client: p.Client, Scope: scopeString(p.Scopes),
 		Requested: p.Scopes, StepUps: p.StepUps,
 	}, now)
+	if bound {
+		g.DPoPKey = p.DPoPKey
+	}
 	gk := grantKey(idx.Identity, idx.Server)
 	sealed, err := m.sealJSON(gk, g)
 	if err == nil {
@@ -198,7 +210,7 @@ func (m *Manager) callback(ctx context.Context, q url.Values) callbackResult {
 		return callbackResult{status: http.StatusInternalServerError, Title: "Something went wrong",
 			Message: "packbot could not save the authorization. Go back to the chat and try again."}
 	}
-	log.InfoContext(ctx, "oauth authorized", "scope", g.Scope, "expires", g.Expiry, "refreshable", g.RefreshToken != "")
+	log.InfoContext(ctx, "oauth authorized", "scope", g.Scope, "expires", g.Expiry, "refreshable", g.RefreshToken != "", "dpop", bound)
 	if m.onAuthorized != nil {
 		m.onAuthorized(ctx, idx.Identity, idx.Server)
 	}

@@ -35,6 +35,10 @@ type MachineConfig struct {
 	Now           func() time.Time
 	RefreshBefore time.Duration
 	ClientName    string
+	// CommandLine: the machine client of a command-line run on the deployer's own machine
+	// (packbot mcp smoke), where a server on loopback may name an authorization server on
+	// another loopback port without the pack's issuer (see ErrDiscoveryRefused).
+	CommandLine bool
 }
 
 // Machine gets packbot's own access tokens for admin-controlled MCP servers whose pack entry
@@ -57,15 +61,21 @@ type Machine struct {
 // machineServer is what Machine knows of one server.
 type machineServer struct {
 	srv    packs.Server
-	id     string        // client id
-	method string        // authBasic, authPost or packs.PrivateKeyJWT
-	secret secret.Value  // client_secret_basic and client_secret_post only
-	key    assertionKey  // private_key_jwt only
-	lock   chan struct{} // holds one token while a token request runs
+	id     string       // client id
+	method string       // authBasic, authPost or packs.PrivateKeyJWT
+	secret secret.Value // client_secret_basic and client_secret_post only
+	key    assertionKey // private_key_jwt only
+	// assertionFile (workload_identity only) holds the workload's JWT, presented with the
+	// jwt-bearer grant instead of the client-credentials grant.
+	assertionFile string
+	lock          chan struct{} // holds one token while a token request runs
 
-	mu  sync.Mutex // guards what follows
-	ep  *machineEndpoint
-	tok machineToken
+	mu sync.Mutex // guards what follows
+	ep *machineEndpoint
+	// dpopLocked is the key of its DPoP-bound tokens, made at the first token request of a
+	// server whose authorization server issues them.
+	dpopLocked *dpopKey
+	tok        machineToken
 	// refused is the last refusal of packbot's credentials by the authorization server, given
 	// again without asking for renewQuiet after refusedAt: a wrong secret must not cost a token
 	// request per HTTP request (nor get the client locked out).
@@ -78,6 +88,7 @@ type machineEndpoint struct {
 	issuer, tokenEndpoint, resource string
 	scopes                          []string
 	hc                              *http.Client
+	dpop                            bool // the authorization server issues DPoP-bound tokens
 }
 
 // machineToken is an access token and when it expires (zero: not said).
@@ -87,6 +98,7 @@ type machineToken struct {
 	lifetime time.Duration
 	obtained time.Time
 	renewed  bool // obtained by Renew, after the server refused the one before
+	bound    bool // to the server's DPoP key (RFC 9449)
 }
 
 // renewQuiet is how long after a renewal a refused token is not renewed again, and how long a
@@ -99,11 +111,11 @@ const renewQuiet = time.Minute
 // network I/O.
 func NewMachine(cfg MachineConfig) (*Machine, error) {
 	d := &Manager{http: cfg.HTTPClient, timeout: cfg.Timeout, log: cfg.Logger, now: cfg.Now,
-		refreshBefore: cfg.RefreshBefore, clientName: cfg.ClientName}
+		refreshBefore: cfg.RefreshBefore, clientName: cfg.ClientName, native: cfg.CommandLine}
 	d.fillDefaults()
 	m := &Machine{d: d, servers: make(map[string]*machineServer)}
 	for _, s := range cfg.Servers {
-		if !s.Enabled || !s.ClientCredentials() {
+		if !s.Enabled || !s.MachineAuth() {
 			continue
 		}
 		ms, err := newMachineServer(s)
@@ -120,16 +132,14 @@ func NewMachine(cfg MachineConfig) (*Machine, error) {
 
 func newMachineServer(s packs.Server) (*machineServer, error) {
 	a := s.Authentication
-	switch {
-	case s.UserControlled():
-		return nil, errors.New("client_credentials is for admin-controlled servers (set accessMode: admin-controlled)")
-	case s.Transport == packs.TransportStdio:
-		return nil, errors.New("client_credentials needs an HTTP transport, not stdio")
-	case a.ClientID == "":
-		return nil, errors.New("authentication.clientId is empty")
+	if err := checkMachineServer(s); err != nil {
+		return nil, err
 	}
-	if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("url %q is not an absolute HTTP(S) URL", s.URL)
+	if a.Mode == packs.AuthWorkloadIdentity {
+		return newWorkloadServer(s)
+	}
+	if a.ClientID == "" {
+		return nil, errors.New("authentication.clientId is empty")
 	}
 	ms := &machineServer{srv: s, lock: make(chan struct{}, 1), id: a.ClientID, method: a.TokenEndpointAuthMethod}
 	switch ms.method {
@@ -151,6 +161,22 @@ func newMachineServer(s packs.Server) (*machineServer, error) {
 		return nil, fmt.Errorf("authentication.tokenEndpointAuthMethod %q: use %s, %s or %s", ms.method, authBasic, authPost, packs.PrivateKeyJWT)
 	}
 	return ms, nil
+}
+
+// checkMachineServer refuses a server packbot cannot sign in to as itself: a user-controlled
+// one, stdio, or one without an absolute HTTP(S) URL.
+func checkMachineServer(s packs.Server) error {
+	mode := s.Authentication.Mode
+	switch {
+	case s.UserControlled():
+		return fmt.Errorf("%s is for admin-controlled servers (set accessMode: admin-controlled)", mode)
+	case s.Transport == packs.TransportStdio:
+		return fmt.Errorf("%s needs an HTTP transport, not stdio", mode)
+	}
+	if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("url %q is not an absolute HTTP(S) URL", s.URL)
+	}
+	return nil
 }
 
 // Token returns a valid access token for server, requesting one first when there is none or it
@@ -269,23 +295,39 @@ func (m *Machine) grant(ctx context.Context, ms *machineServer, now time.Time) (
 		ms.ep = ep
 		ms.mu.Unlock()
 	}
-	form := url.Values{"grant_type": {"client_credentials"}, "resource": {ep.resource}}
+	form := url.Values{"grant_type": {ms.grantType()}, "resource": {ep.resource}}
 	if len(ep.scopes) > 0 {
 		form.Set("scope", scopeString(ep.scopes))
 	}
 	c := client{ID: ms.id, Secret: ms.secret.Reveal(), Method: ms.method}
-	if ms.method == packs.PrivateKeyJWT {
-		assertion, err := ms.key.sign(ms.id, ep.tokenEndpoint, now)
+	if ms.assertionFile != "" {
+		jwt, err := readWorkloadToken(ms.assertionFile)
 		if err != nil {
+			return machineToken{}, fmt.Errorf("oauth machine token for MCP server %s: %w: %w", name, mcp.ErrAuth, err)
+		}
+		form.Set("assertion", jwt)
+	}
+	if ms.method == packs.PrivateKeyJWT {
+		// RFC 7523bis: the audience is the authorization server's issuer identifier; the token
+		// endpoint only for a server that says it wants that (the pack's assertionAudience).
+		aud := ep.issuer
+		if ms.srv.Authentication.AssertionAudience == packs.AudienceTokenEndpoint {
+			aud = ep.tokenEndpoint
+		}
+		c.assertion = func() (string, error) { return ms.key.sign(ms.id, aud, now) }
+	}
+	var key *dpopKey
+	if ep.dpop {
+		var err error
+		if key, err = ms.dpopKey(); err != nil {
 			return machineToken{}, fmt.Errorf("oauth machine token for MCP server %s: %w", name, err)
 		}
-		form.Set("client_assertion_type", assertionType)
-		form.Set("client_assertion", assertion)
 	}
-	tr, err := m.d.tokenRequest(ctx, ep.hc, ep.tokenEndpoint, c, form)
+	tr, bound, err := m.d.tokenRequest(ctx, ep.hc, ep.tokenEndpoint, c, form, key)
 	var ae *AuthorizationError
 	switch {
-	case errors.As(err, &ae) && (ae.Code == "invalid_client" || ae.Code == "unauthorized_client" || ae.Code == "invalid_scope" || ae.Code == "invalid_target"):
+	case errors.As(err, &ae) && (ae.Code == "invalid_client" || ae.Code == "unauthorized_client" || ae.Code == "invalid_scope" ||
+		ae.Code == "invalid_target" || ae.Code == "invalid_grant"):
 		return machineToken{}, fmt.Errorf("oauth machine token for MCP server %s: %w: the authorization server %s refused packbot's client credentials (%s; check authentication.clientId, %s and scopes in the pack): %w",
 			name, mcp.ErrAuth, ep.issuer, ms.method, ms.credentialField(), err)
 	case errors.As(err, &ae):
@@ -297,16 +339,20 @@ func (m *Machine) grant(ctx context.Context, ms *machineServer, now time.Time) (
 		return machineToken{}, fmt.Errorf("oauth machine token for MCP server %s: %w: %w", name, mcp.ErrUnreachable, err)
 	}
 	t := machineToken{access: secret.NewValue(tr.AccessToken), obtained: now}
+	t.bound = bound
 	if tr.ExpiresIn > 0 {
 		t.lifetime = time.Duration(tr.ExpiresIn) * time.Second
 		t.expiry = now.Add(t.lifetime)
 	}
-	m.d.log.InfoContext(ctx, "oauth machine token obtained", "server", name, "expires", t.expiry, "scope", tr.Scope)
+	m.d.log.InfoContext(ctx, "oauth machine token obtained", "server", name, "expires", t.expiry, "scope", tr.Scope, "dpop", bound)
 	return t, nil
 }
 
 // credentialField names the pack field holding the client's secret or key.
 func (ms *machineServer) credentialField() string {
+	if ms.assertionFile != "" {
+		return "assertionFile (the workload's JWT, whose audience must be the authorization server)"
+	}
 	if ms.method == packs.PrivateKeyJWT {
 		return "privateKeyFile (and keyId) registered with the authorization server"
 	}
@@ -318,7 +364,7 @@ func (ms *machineServer) credentialField() string {
 // authentication method and, for private_key_jwt, the key's algorithm (when its metadata lists
 // them).
 func (m *Machine) discover(ctx context.Context, ms *machineServer) (*machineEndpoint, error) {
-	d, err := m.d.findAuthServer(ctx, ms.srv, true)
+	d, err := m.d.findAuthServer(ctx, ms.srv, true, "")
 	if err != nil {
 		return nil, err
 	}
@@ -326,9 +372,9 @@ func (m *Machine) discover(ctx context.Context, ms *machineServer) (*machineEndp
 	switch {
 	case asm.TokenEndpoint == "":
 		return nil, fmt.Errorf("authorization server %s: metadata lacks a token endpoint", d.issuer)
-	case len(asm.GrantTypesSupported) > 0 && !slices.Contains(asm.GrantTypesSupported, "client_credentials"):
-		return nil, fmt.Errorf("%w: authorization server %s does not offer the client_credentials grant (it lists %s)",
-			mcp.ErrAuth, d.issuer, strings.Join(asm.GrantTypesSupported, ", "))
+	case len(asm.GrantTypesSupported) > 0 && !slices.Contains(asm.GrantTypesSupported, ms.grantType()):
+		return nil, fmt.Errorf("%w: authorization server %s does not offer the %s grant (it lists %s)",
+			mcp.ErrAuth, d.issuer, ms.grantType(), strings.Join(asm.GrantTypesSupported, ", "))
 	case len(asm.TokenEndpointAuthMethodsSupported) > 0 && !slices.Contains(asm.TokenEndpointAuthMethodsSupported, ms.method):
 		return nil, fmt.Errorf("%w: authorization server %s does not take %s (it lists %s): set authentication.tokenEndpointAuthMethod",
 			mcp.ErrAuth, d.issuer, ms.method, strings.Join(asm.TokenEndpointAuthMethodsSupported, ", "))
@@ -340,6 +386,9 @@ func (m *Machine) discover(ctx context.Context, ms *machineServer) (*machineEndp
 	if err := checkURL(asm.TokenEndpoint, d.class, "token_endpoint"); err != nil {
 		return nil, err
 	}
+	if err := m.d.checkNonPublic(asm.TokenEndpoint, d.class, ms.srv.URL, d.issuer, "token_endpoint"); err != nil {
+		return nil, err
+	}
 	scopes := slices.Clone(ms.srv.Authentication.Scopes)
 	if len(scopes) == 0 {
 		scopes = d.challengeScopes
@@ -349,7 +398,8 @@ func (m *Machine) discover(ctx context.Context, ms *machineServer) (*machineEndp
 	}
 	m.d.log.InfoContext(ctx, "oauth machine client discovered its token endpoint", "server", ms.srv.Name,
 		"issuer", d.issuer, "token_endpoint", redact(asm.TokenEndpoint), "auth_method", ms.method)
-	return &machineEndpoint{issuer: d.issuer, tokenEndpoint: asm.TokenEndpoint, resource: d.prm.Resource, scopes: scopes, hc: d.client}, nil
+	return &machineEndpoint{issuer: cmpOr(asm.Issuer, d.issuer), tokenEndpoint: asm.TokenEndpoint, resource: d.prm.Resource,
+		scopes: scopes, hc: d.client, dpop: asm.dpop()}, nil
 }
 
 // Interface guard.

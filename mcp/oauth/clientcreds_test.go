@@ -56,6 +56,9 @@ func newMachineEnv(t *testing.T, o oauthtest.MCPOptions, configure ...func(e *ma
 		AccessMode: packs.AdminControlled, Enabled: true, TimeoutMs: 10_000, MaxSessionIdleSeconds: packs.DefaultMaxSessionIdle,
 		Authentication: &packs.ServerAuth{Mode: oauth.ModeClientCredentials, ClientID: machineID, ClientSecret: machineSecret,
 			TokenEndpointAuthMethod: packs.ClientSecretBasic}}
+	if o.AuthorizationServers == nil {
+		e.srv.Authentication.Issuer = e.as.URL() // on another loopback port: the pack names it
+	}
 	e.as.RegisterMachine(machineID, packs.ClientSecretBasic, machineSecret, nil)
 	for _, f := range configure {
 		f(e)
@@ -305,7 +308,7 @@ func TestMachineIssuer(t *testing.T) {
 	e := newMachineEnv(t, noPRM, func(e *machineEnv) { e.srv.Authentication.Issuer = e.as.URL() })
 	e.mustCall("with the pack's issuer")
 
-	e = newMachineEnv(t, noPRM)
+	e = newMachineEnv(t, noPRM, func(e *machineEnv) { e.srv.Authentication.Issuer = "" })
 	if _, err := e.call(); err == nil {
 		t.Fatal("a call without protected-resource metadata nor issuer worked")
 	}
@@ -373,5 +376,35 @@ func TestNewMachineRefuses(t *testing.T) {
 	_, err := mcp.New(mcp.Config{Servers: []packs.Server{srv(packs.ServerAuth{ClientSecret: "s"})}})
 	if err == nil || !strings.Contains(err.Error(), "client_credentials") {
 		t.Errorf("mcp.New without a Machine: %v", err)
+	}
+}
+
+// TestMachineAssertionAudience: a private_key_jwt assertion names the authorization server's
+// issuer as its audience (RFC 7523bis; an authorization server that takes nothing else signs
+// packbot in), and the token endpoint only where the pack says the server wants it. Before the
+// fix the audience was the token endpoint, which such a server refuses.
+func TestMachineAssertionAudience(t *testing.T) {
+	key := ecKey(t, elliptic.P256())
+	for _, tc := range []struct {
+		name, setting, want string
+		issuerOnly          bool
+	}{
+		{"default: the issuer", "", "", true},
+		{"issuer", packs.AudienceIssuer, "", true},
+		{"token_endpoint, where the server wants it", packs.AudienceTokenEndpoint, "/token", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newMachineEnv(t, oauthtest.MCPOptions{}, withJWT(key, ""), func(e *machineEnv) {
+				e.srv.Authentication.AssertionAudience = tc.setting
+				e.as.Set(func(as *testAS) { as.AudienceIssuerOnly = tc.issuerOnly })
+			})
+			e.mustCall("call")
+			want := `"` + e.as.URL() + tc.want + `"`
+			e.as.Set(func(as *testAS) {
+				if len(as.Audiences) != 1 || as.Audiences[0] != want {
+					t.Errorf("assertion audiences = %q, want [%s]", as.Audiences, want)
+				}
+			})
+		})
 	}
 }

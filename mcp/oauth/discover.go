@@ -14,7 +14,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
-	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/packs"
 )
 
@@ -27,7 +26,7 @@ var ErrResourceMismatch = errors.New("protected-resource metadata is for another
 // discovery is what Begin learns about a server's authorization.
 type discovery struct {
 	prm             *oauthex.ProtectedResourceMetadata
-	asm             *oauthex.AuthServerMeta
+	asm             *authServer
 	challengeScopes []string
 	// legacy: the server publishes no protected-resource metadata, and its origin is taken as
 	// the authorization server (MCP 2025-03-26).
@@ -43,8 +42,8 @@ type discovery struct {
 // discover finds the authorization server of a user-controlled server ([Manager.findAuthServer])
 // and checks that users can sign in there: PKCE S256, an authorization and a token endpoint, and
 // every endpoint packbot calls guarded.
-func (m *Manager) discover(ctx context.Context, s packs.Server) (discovery, error) {
-	d, err := m.findAuthServer(ctx, s, false)
+func (m *Manager) discover(ctx context.Context, s packs.Server, challenge string) (discovery, error) {
+	d, err := m.findAuthServer(ctx, s, false, challenge)
 	if err != nil {
 		return d, err
 	}
@@ -67,11 +66,15 @@ func (m *Manager) discover(ctx context.Context, s packs.Server) (discovery, erro
 		if err := checkURL(u, d.class, what); err != nil {
 			return d, err
 		}
+		if err := m.checkNonPublic(u, d.class, s.URL, d.issuer, what); err != nil {
+			return d, err
+		}
 	}
 	return d, nil
 }
 
-// findAuthServer probes the server without a token and follows its challenge to the
+// findAuthServer takes the challenge of a request the server refused (or, without one, probes
+// the server without a token: [Manager.probe]) and follows it to the
 // protected-resource metadata (RFC 9728 §5.1), else the well-known URLs (§3.1), then the
 // authorization server's metadata (RFC 8414, then OpenID Connect discovery). A server with no
 // protected-resource metadata at all gets the MCP 2025-03-26 treatment: its origin is the
@@ -79,20 +82,20 @@ func (m *Manager) discover(ctx context.Context, s packs.Server) (discovery, erro
 // publishes no metadata either — unless packIssuer is set: then the pack's issuer is the
 // authorization server (its metadata required). Every URL the server or a document names passes
 // [checkURL] first, and every connection the guard's dialer.
-func (m *Manager) findAuthServer(ctx context.Context, s packs.Server, packIssuerFallback bool) (discovery, error) {
+func (m *Manager) findAuthServer(ctx context.Context, s packs.Server, packIssuerFallback bool, challenge string) (discovery, error) {
 	var d discovery
 	hc, class, err := m.remote(ctx, s.URL)
 	if err != nil {
 		return d, err
 	}
 	d.client, d.class = hc, class
-	challenges, err := m.probe(ctx, s)
+	challenges, err := m.challenges(ctx, s, challenge)
 	if err != nil {
 		return d, err
 	}
 	var metadataURL string
 	for _, c := range challenges {
-		if c.Scheme != "bearer" {
+		if c.Scheme != "bearer" && c.Scheme != "dpop" { // a DPoP-only server challenges with its own scheme (RFC 9449 §7.1)
 			continue
 		}
 		if metadataURL == "" {
@@ -131,6 +134,9 @@ func (m *Manager) findAuthServer(ctx context.Context, s packs.Server, packIssuer
 	if err := checkURL(issuer, class, "authorization server"); err != nil {
 		return d, err
 	}
+	if err := m.checkNonPublic(issuer, class, s.URL, packIssuer, "authorization server"); err != nil {
+		return d, err
+	}
 	d.asm, err = m.authServerMetadata(ctx, hc, issuer)
 	if err != nil {
 		return d, err
@@ -141,9 +147,9 @@ func (m *Manager) findAuthServer(ctx context.Context, s packs.Server, packIssuer
 		}
 		// MCP 2025-03-26 §2.3.3: the default endpoints at the server's origin. PKCE is
 		// mandatory there, so S256 is assumed.
-		d.asm = &oauthex.AuthServerMeta{Issuer: issuer,
+		d.asm = &authServer{AuthServerMeta: oauthex.AuthServerMeta{Issuer: issuer,
 			AuthorizationEndpoint: issuer + "/authorize", TokenEndpoint: issuer + "/token",
-			RegistrationEndpoint: issuer + "/register", CodeChallengeMethodsSupported: []string{"S256"}}
+			RegistrationEndpoint: issuer + "/register", CodeChallengeMethodsSupported: []string{"S256"}}}
 		m.log.InfoContext(ctx, "oauth: no authorization server metadata, using the default endpoints (MCP 2025-03-26)",
 			"server", s.Name, "issuer", issuer)
 	}
@@ -175,61 +181,6 @@ func chooseIssuer(listed []string, packIssuer, serverURL string) (string, error)
 	}
 	return "", fmt.Errorf("%w: the protected-resource metadata of %s names authorization servers %q, not the pack's authentication.issuer %q; fix the issuer in the pack or the server's metadata",
 		ErrDiscoveryRefused, serverURL, listed, packIssuer)
-}
-
-// probe sends the request an MCP client starts with, without a token, and returns the
-// challenges of the server's 401 (or 403). A server that answers otherwise gives none, and
-// discovery falls back to the well-known URLs. The server's URL is the pack's, so the plain
-// client is used.
-func (m *Manager) probe(ctx context.Context, s packs.Server) ([]oauthex.Challenge, error) {
-	ctx, cancel := m.withTimeout(ctx)
-	defer cancel()
-	var req *http.Request
-	var err error
-	if s.Transport == packs.TransportSSE {
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
-		if err == nil {
-			req.Header.Set("Accept", "text/event-stream")
-		}
-	} else {
-		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",` +
-			`"capabilities":{},"clientInfo":{"name":` + jsonString(m.clientName) + `,"version":"oauth-probe"}}}`
-		req, err = http.NewRequestWithContext(ctx, http.MethodPost, s.URL, strings.NewReader(body))
-		if err == nil {
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("probe %s: %w", s.URL, err)
-	}
-	for k, v := range s.Headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := m.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("probe %s: %w: %w", s.URL, mcp.ErrUnreachable, err)
-	}
-	refused := resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden
-	if refused {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) // a short error text
-	}
-	_ = resp.Body.Close() // without reading an open stream, which may never end
-	if !refused {
-		m.log.WarnContext(ctx, "oauth probe got no challenge", "server", s.Name, "status", resp.StatusCode)
-		return nil, nil
-	}
-	challenges, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
-	if err != nil {
-		m.log.WarnContext(ctx, "oauth probe: malformed WWW-Authenticate", "server", s.Name, "err", err)
-		return nil, nil
-	}
-	return challenges, nil
-}
-
-func jsonString(s string) string {
-	b, _ := json.Marshal(s) // a string always encodes
-	return string(b)
 }
 
 // resourceMetadata fetches the protected-resource metadata: from the challenge's
@@ -272,7 +223,7 @@ func (m *Manager) resourceMetadata(ctx context.Context, hc *http.Client, class n
 			return nil, err
 		}
 		var prm oauthex.ProtectedResourceMetadata
-		found, err := m.getJSON(ctx, hc, c.url, &prm)
+		found, err := m.getJSON(ctx, noRedirects(hc), c.url, &prm)
 		if err != nil {
 			return nil, fmt.Errorf("protected-resource metadata: %w", err)
 		}
@@ -300,7 +251,7 @@ func sameResource(a, b string) bool {
 
 // authServerMetadata fetches the metadata of issuer (RFC 8414 with path insertion, then
 // OpenID Connect discovery; MCP 2025-11-25). It returns nil, nil when none exists.
-func (m *Manager) authServerMetadata(ctx context.Context, hc *http.Client, issuer string) (*oauthex.AuthServerMeta, error) {
+func (m *Manager) authServerMetadata(ctx context.Context, hc *http.Client, issuer string) (*authServer, error) {
 	u, err := url.Parse(issuer)
 	if err != nil {
 		return nil, fmt.Errorf("authorization server %q: %w", issuer, err)
@@ -316,7 +267,7 @@ func (m *Manager) authServerMetadata(ctx context.Context, hc *http.Client, issue
 		}
 	}
 	for _, mu := range urls {
-		var asm oauthex.AuthServerMeta
+		var asm authServer
 		found, err := m.getJSON(ctx, hc, mu, &asm)
 		if err != nil {
 			return nil, fmt.Errorf("authorization server metadata of %s: %w", issuer, err)
@@ -348,6 +299,10 @@ func (m *Manager) getJSON(ctx context.Context, hc *http.Client, u string, v any)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		// Only a client of noRedirects stops at a redirect.
+		return false, fmt.Errorf("%w: %s answers with a redirect (HTTP %d) to %s; packbot does not follow redirects for protected-resource metadata, which must be served at the URL the server's origin names",
+			ErrDiscoveryRefused, redact(u), resp.StatusCode, redact(resp.Header.Get("Location")))
 	case resp.StatusCode >= 400 && resp.StatusCode < 500:
 		return false, nil
 	case resp.StatusCode != http.StatusOK:
@@ -361,6 +316,15 @@ func (m *Manager) getJSON(ctx context.Context, hc *http.Client, u string, v any)
 		return false, fmt.Errorf("get %s: decode: %w", redact(u), err)
 	}
 	return true, nil
+}
+
+// noRedirects is hc stopping at the first redirect (getJSON then refuses it). Protected-resource
+// metadata comes from the server's own origin (or the pack's issuer's), and a redirect would take
+// packbot anywhere else of the same kind of address, query string included.
+func noRedirects(hc *http.Client) *http.Client {
+	c := *hc
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
 }
 
 // redact shows a URL without user info or query, which a hostile server might fill with junk.

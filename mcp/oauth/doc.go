@@ -7,9 +7,15 @@
 // pre-registered client it uses its own Client ID Metadata Document when the authorization server
 // supports those ([Manager.ClientMetadataHandler]), else registers as a public client. A 403
 // insufficient_scope leads to a bounded step-up ([Manager.StepUp]); a server without metadata
-// gets the MCP 2025-03-26 defaults. Every URL a server or document names passes an SSRF guard
-// (https, same origin, no non-public address unless the server is on one, checked at dial time:
-// see [ErrDiscoveryRefused]).
+// gets the MCP 2025-03-26 defaults. The challenge is found as a 2026-07-28 client meets it
+// (server/discover, then tools/list, with the protocol header and _meta; 2025-11-25's
+// initialize for older servers), or taken from a request the server refused
+// ([Manager.BeginAfter]). Where the authorization server advertises DPoP, tokens are bound to
+// a key of packbot's and presented with a proof per request ([Manager.Bind], RFC 9449). Every
+// URL a server or document names passes an SSRF guard (https, same origin, protected-resource
+// metadata without redirects, no non-public address unless the server is on one, checked at
+// dial time, and for a server on a non-public address an authorization server on its origin or
+// named in the pack: see [ErrDiscoveryRefused]).
 //
 // The flow survives across a chat: [Manager.Begin] returns a link for the bot to send, and the
 // user comes back minutes later through [Manager.CallbackHandler] on packbot's own HTTP server,
@@ -25,9 +31,11 @@
 //
 // Admin-controlled servers whose entry says `authentication: {mode: client_credentials}` get
 // packbot's own tokens from a [Machine] ([mcp.MachineAuthorizer]): the client-credentials grant
-// with client_secret_basic, client_secret_post or private_key_jwt (RFC 7523, ES256 or RS256),
-// the token endpoint discovered as above, tokens kept in memory and renewed before expiry and
-// once after a 401.
+// with client_secret_basic, client_secret_post or private_key_jwt (RFC 7523, ES256 or RS256,
+// the assertion's audience the issuer), the token endpoint discovered as above, tokens kept in
+// memory and renewed before expiry and once after a 401. With `mode: workload_identity` the
+// Machine presents the JWT the platform issued the workload instead (the RFC 7523 jwt-bearer
+// grant).
 //
 // The package owns the OAuth protocol and its rows; it does not open MCP sessions (package mcp
 // does, asking [Manager.Token] for the bearer), talk to the user (the conversation flow sends the

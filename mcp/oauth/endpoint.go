@@ -74,16 +74,54 @@ func (n *number) UnmarshalJSON(b []byte) error {
 }
 
 // tokenRequest posts form to a token endpoint with the guarded client hc, authenticating as c,
-// and decodes the answer. An
-// OAuth error comes back as *AuthorizationError. Errors never contain the request or response
-// body, which carry secrets.
-func (m *Manager) tokenRequest(ctx context.Context, hc *http.Client, endpoint string, c client, form url.Values) (tokenResponse, error) {
+// and decodes the answer. With key it asks for a DPoP-bound token (RFC 9449 §5): a proof in the
+// DPoP header, sent once more with the authorization server's nonce when it asks for one
+// (§8); bound reports whether the token is bound to key. An OAuth error comes back as
+// *AuthorizationError. Errors never contain the request or response body, which carry
+// secrets.
+func (m *Manager) tokenRequest(ctx context.Context, hc *http.Client, endpoint string, c client, form url.Values, key *dpopKey) (tr tokenResponse, bound bool, err error) {
 	ctx, cancel := m.withTimeout(ctx)
 	defer cancel()
-	m.authenticate(form, c)
+	nonce := ""
+	for attempt := 0; ; attempt++ {
+		if err := m.authenticate(form, c); err != nil {
+			return tokenResponse{}, false, err
+		}
+		resp, body, err := m.postToken(ctx, hc, endpoint, c, form, key, nonce)
+		if err != nil {
+			return tokenResponse{}, false, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			if n, ok := nonceChallenge(resp, body); ok && key != nil && attempt == 0 {
+				nonce = n
+				clear(body)
+				continue
+			}
+			defer clear(body)
+			return tokenResponse{}, false, endpointError(endpoint, resp, body)
+		}
+		defer clear(body)
+		if err := json.Unmarshal(body, &tr); err != nil {
+			return tokenResponse{}, false, fmt.Errorf("token request to %s: answer is not a JSON token response (%s)", endpoint, mediaType(resp))
+		}
+		break
+	}
+	switch {
+	case tr.AccessToken == "":
+		return tokenResponse{}, false, fmt.Errorf("token request to %s: answer has no access_token", endpoint)
+	case key != nil && strings.EqualFold(tr.TokenType, dpopScheme):
+		return tr, true, nil
+	case tr.TokenType != "" && !strings.EqualFold(tr.TokenType, "bearer"):
+		return tokenResponse{}, false, fmt.Errorf("token request to %s: token_type %q is not supported (want Bearer, or DPoP when asked for)", endpoint, tr.TokenType)
+	}
+	return tr, false, nil
+}
+
+// postToken sends one token request and reads the answer.
+func (m *Manager) postToken(ctx context.Context, hc *http.Client, endpoint string, c client, form url.Values, key *dpopKey, nonce string) (*http.Response, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
-		return tokenResponse{}, fmt.Errorf("token request: %w", err)
+		return nil, nil, fmt.Errorf("token request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
@@ -91,34 +129,37 @@ func (m *Manager) tokenRequest(ctx context.Context, hc *http.Client, endpoint st
 		// RFC 6749 §2.3.1: the id and secret are form-encoded before Basic encoding.
 		req.SetBasicAuth(url.QueryEscape(c.ID), url.QueryEscape(c.Secret))
 	}
+	if key != nil {
+		proof, err := key.proof(http.MethodPost, endpoint, nonce, "", m.now())
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Header.Set(headerDPoP, proof)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return tokenResponse{}, fmt.Errorf("token request to %s: %w", endpoint, err)
+		return nil, nil, fmt.Errorf("token request to %s: %w", endpoint, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	defer clear(body)
 	if err != nil {
-		return tokenResponse{}, fmt.Errorf("token request to %s: read answer: %w", endpoint, err)
+		clear(body)
+		return nil, nil, fmt.Errorf("token request to %s: read answer: %w", endpoint, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return tokenResponse{}, endpointError(endpoint, resp, body)
-	}
-	var tr tokenResponse
-	if err := json.Unmarshal(body, &tr); err != nil {
-		return tokenResponse{}, fmt.Errorf("token request to %s: answer is not a JSON token response (%s)", endpoint, mediaType(resp))
-	}
-	if tr.AccessToken == "" {
-		return tokenResponse{}, fmt.Errorf("token request to %s: answer has no access_token", endpoint)
-	}
-	if tr.TokenType != "" && !strings.EqualFold(tr.TokenType, "bearer") {
-		return tokenResponse{}, fmt.Errorf("token request to %s: token_type %q is not supported (want Bearer)", endpoint, tr.TokenType)
-	}
-	return tr, nil
+	return resp, body, nil
 }
 
 // authenticate adds the client's identification to a token or revocation request body.
-func (m *Manager) authenticate(form url.Values, c client) {
+func (m *Manager) authenticate(form url.Values, c client) error {
+	if c.assertion != nil {
+		a, err := c.assertion()
+		if err != nil {
+			return err
+		}
+		form.Set("client_assertion_type", assertionType)
+		form.Set("client_assertion", a)
+		return nil
+	}
 	switch c.Method {
 	case authBasic:
 		// in the Authorization header
@@ -126,8 +167,11 @@ func (m *Manager) authenticate(form url.Values, c client) {
 		form.Set("client_id", c.ID)
 		form.Set("client_secret", c.Secret)
 	default:
-		form.Set("client_id", c.ID)
+		if c.ID != "" { // a workload presenting its JWT may have no client id
+			form.Set("client_id", c.ID)
+		}
 	}
+	return nil
 }
 
 // endpointError describes a non-200 answer: the OAuth error when there is one, else the status.
@@ -293,7 +337,9 @@ func (m *Manager) revoke(ctx context.Context, hc *http.Client, g grant) error {
 	ctx, cancel := m.withTimeout(ctx)
 	defer cancel()
 	form := url.Values{"token": {g.RefreshToken}, "token_type_hint": {"refresh_token"}}
-	m.authenticate(form, g.Client)
+	if err := m.authenticate(form, g.Client); err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.RevocationEndpoint, strings.NewReader(form.Encode()))
 	if err != nil {
 		return fmt.Errorf("revoke: %w", err)

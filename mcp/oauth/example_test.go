@@ -41,7 +41,10 @@ func Example() {
 		Keyring:     kr,
 		Servers: []packs.Server{{
 			Name: "notes", Transport: packs.TransportStreamableHTTP, URL: notes.Endpoint,
-			AccessMode: packs.UserControlled, Authentication: &packs.ServerAuth{Mode: oauth.ModeOAuth2},
+			AccessMode: packs.UserControlled,
+			// The authorization server of this example is on another loopback port than the
+			// MCP server: the pack names it.
+			Authentication: &packs.ServerAuth{Mode: oauth.ModeOAuth2, Issuer: as.URL()},
 		}},
 		CallbackURL: bot.URL + oauth.DefaultCallbackPath,
 		OnAuthorized: func(_ context.Context, identity, server string) {
@@ -95,7 +98,7 @@ func ExampleNewMachine() {
 		Name: "billing", Transport: packs.TransportStreamableHTTP, URL: billing.Endpoint,
 		AccessMode: packs.AdminControlled, Enabled: true, TimeoutMs: 10_000, MaxSessionIdleSeconds: 60,
 		Authentication: &packs.ServerAuth{Mode: oauth.ModeClientCredentials, ClientID: "packbot-billing",
-			ClientSecret: "s3cret", TokenEndpointAuthMethod: packs.ClientSecretBasic},
+			ClientSecret: "s3cret", TokenEndpointAuthMethod: packs.ClientSecretBasic, Issuer: as.URL()},
 	}}
 	m, err := oauth.NewMachine(oauth.MachineConfig{Servers: servers})
 	if err != nil {

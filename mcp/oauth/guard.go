@@ -222,6 +222,25 @@ func sameOrigin(a, b string) bool {
 	return err1 == nil && err2 == nil && ua.Host != "" && origin(ua) == origin(ub)
 }
 
+// checkNonPublic keeps a server on a non-public address (class) from pointing packbot at other
+// hosts of its network: a URL packbot is to call about its authorization must then be on the
+// MCP server's own origin or on the origin of trusted (the pack's authentication.issuer, or the
+// authorization server already admitted that way). [allowed] alone would let a server on a
+// private network name any host there. The exception is a command-line client (mcp smoke) with
+// a server on loopback: both run on the deployer's own machine, where the server can reach every
+// port packbot could.
+func (m *Manager) checkNonPublic(raw string, class netClass, serverURL, trusted, what string) error {
+	switch {
+	case class == classPublic, class == classLoopback && m.native:
+		return nil
+	case sameOrigin(raw, serverURL), trusted != "" && sameOrigin(raw, trusted):
+		return nil
+	}
+	su, _ := url.Parse(serverURL) // checked by New
+	return fmt.Errorf("%w: %s %s is not on the MCP server's origin %s: for a server on a %s address, packbot talks to another authorization server only when the pack names it (authentication.issuer)",
+		ErrDiscoveryRefused, what, redact(raw), origin(su), class)
+}
+
 // serverClass finds the kind of address the MCP server at serverURL is on: its IP literal,
 // else what its host name resolves to (the least public kind, when several). The result is
 // cached per host.

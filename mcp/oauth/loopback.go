@@ -73,6 +73,11 @@ type LoopbackConfig struct {
 	Logger     *slog.Logger
 	Now        func() time.Time
 	ClientName string
+	// ClientMetadataURL, optional, is a Client ID Metadata Document describing this command-line
+	// client (redirect URI http://127.0.0.1/callback, any port): where the authorization server
+	// supports such documents it is the client_id, instead of a dynamic registration. The
+	// server's own authentication.clientMetadataUrl takes precedence.
+	ClientMetadataURL string
 }
 
 // Loopback signs the user of a command-line tool in to one OAuth-protected MCP server the way
@@ -86,6 +91,7 @@ type Loopback struct {
 	cfg  LoopbackConfig
 	m    *Manager // for stored tokens: never begins an authorization
 	addr netip.AddrPort
+	last TokenSource // where the token returned last came from
 }
 
 // NewLoopback checks cfg and returns a Loopback. It does no I/O.
@@ -126,7 +132,8 @@ func (l *Loopback) manager(callbackURL string, outcome func(error)) (*Manager, e
 	c := l.cfg
 	cfg := Config{Credentials: c.Credentials, Records: c.Records, Keyring: c.Keyring,
 		Servers: []packs.Server{c.Server}, CallbackURL: callbackURL, HTTPClient: c.HTTPClient,
-		Timeout: c.Timeout, Logger: c.Logger, Now: c.Now, PendingTTL: c.Wait, ClientName: c.ClientName}
+		Timeout: c.Timeout, Logger: c.Logger, Now: c.Now, PendingTTL: c.Wait, ClientName: c.ClientName,
+		ClientMetadataURL: c.ClientMetadataURL}
 	if outcome != nil {
 		cfg.OnAuthorized = func(context.Context, string, string) { outcome(nil) }
 		cfg.OnFailed = func(_ context.Context, _, _ string, err error) { outcome(err) }
@@ -154,32 +161,64 @@ func (l *Loopback) Token(ctx context.Context) (secret.Value, TokenSource, error)
 		src = FromStore
 	}
 	tok, err := l.m.Token(ctx, id, server)
-	return l.orSignIn(ctx, tok, src, err)
+	return l.orSignIn(ctx, tok, src, err, "")
 }
 
-// Rejected returns a new access token after the server refused the one Token returned (HTTP
-// 401): a refreshed one, or else one from a new authorization in the browser. Its errors are
-// those of Token.
-func (l *Loopback) Rejected(ctx context.Context) (secret.Value, TokenSource, error) {
+// Rejected returns a new access token after the server refused the one returned last (HTTP
+// 401 with the WWW-Authenticate challenge): a refreshed one, or else one from a new
+// authorization in the browser. A token fresh from the browser is not refreshed: the server
+// refusing it at once means its authorization server changed (a migration), so the user signs
+// in again, following the challenge to the server's current authorization server (which
+// packbot registers at anew). Its errors are those of Token.
+func (l *Loopback) Rejected(ctx context.Context, challenge string) (secret.Value, TokenSource, error) {
+	if l.last == FromBrowser {
+		return l.signIn(ctx, challenge)
+	}
 	tok, err := l.m.Refresh(ctx, l.cfg.Identity, l.cfg.Server.Name)
-	return l.orSignIn(ctx, tok, FromRefresh, err)
+	return l.orSignIn(ctx, tok, FromRefresh, err, challenge)
+}
+
+// Authorizer gives the signed-in user's tokens to package mcp as a pool gets a chat user's:
+// refreshed before expiry, presented with a DPoP proof where they are bound. Identity is the
+// user it knows them under. It never begins an authorization: when the user must sign in
+// (again), its errors wrap mcp.ErrNeedsAuthentication, and [Loopback.Rejected] or
+// [Loopback.StepUp] does it.
+func (l *Loopback) Authorizer() (auth mcp.Authorizer, identity string) { return l.m, l.cfg.Identity }
+
+// Last says where the token returned last came from ("" before the first).
+func (l *Loopback) Last() TokenSource { return l.last }
+
+// StepUp answers the server's HTTP 403 whose WWW-Authenticate is challenge, as [Manager.StepUp]
+// does for the chat: for an insufficient_scope challenge it signs the user in again asking for
+// the union of the scopes asked so far and those the server requires, at most MaxStepUps times
+// in a row. Errors wrap ErrStepUpExhausted when that would not help, mcp.ErrAuth for a 403
+// without such a challenge, or are those of Token.
+func (l *Loopback) StepUp(ctx context.Context, challenge string) (secret.Value, TokenSource, error) {
+	err := l.m.StepUp(ctx, l.cfg.Identity, l.cfg.Server.Name, challenge)
+	var su *StepUpError
+	if !errors.As(err, &su) {
+		return secret.Value{}, "", err
+	}
+	return l.signIn(ctx, challenge)
 }
 
 // orSignIn returns tok from src, or signs in through the browser when err says the user must
 // authorize.
-func (l *Loopback) orSignIn(ctx context.Context, tok string, src TokenSource, err error) (secret.Value, TokenSource, error) {
+func (l *Loopback) orSignIn(ctx context.Context, tok string, src TokenSource, err error, challenge string) (secret.Value, TokenSource, error) {
 	switch {
 	case err == nil:
+		l.last = src
 		return secret.NewValue(tok), src, nil
 	case !errors.Is(err, mcp.ErrNeedsAuthentication):
 		return secret.Value{}, "", err
 	}
-	return l.signIn(ctx)
+	return l.signIn(ctx, challenge)
 }
 
-// signIn runs one authorization through the browser: listen, begin, prompt, wait for the
-// callback, and return the token it stored.
-func (l *Loopback) signIn(ctx context.Context) (secret.Value, TokenSource, error) {
+// signIn runs one authorization through the browser, following challenge when the server
+// refused a request with it (else probing): listen, begin, prompt, wait for the callback, and
+// return the token it stored.
+func (l *Loopback) signIn(ctx context.Context, challenge string) (secret.Value, TokenSource, error) {
 	id, server := l.cfg.Identity, l.cfg.Server.Name
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", l.addr.String())
 	if err != nil {
@@ -215,7 +254,7 @@ func (l *Loopback) signIn(ctx context.Context) (secret.Value, TokenSource, error
 		}
 	}()
 
-	link, err := m.Begin(ctx, id, server)
+	link, err := m.BeginAfter(ctx, id, server, challenge)
 	if err != nil {
 		return secret.Value{}, "", err
 	}
@@ -241,6 +280,7 @@ func (l *Loopback) signIn(ctx context.Context) (secret.Value, TokenSource, error
 	if err != nil {
 		return secret.Value{}, "", err
 	}
+	l.last = FromBrowser
 	return secret.NewValue(tok), FromBrowser, nil
 }
 

@@ -124,9 +124,10 @@ func TestLoopbackSignIn(t *testing.T) {
 	e.clock.Advance(10 * time.Minute)
 	e.token(l2, l2.Token, oauth.FromRefresh)
 	e.as.RevokeAccess() // the server now refuses the token although it looks fresh
-	e.token(l2, l2.Rejected, oauth.FromRefresh)
+	rejected := func(ctx context.Context) (secret.Value, oauth.TokenSource, error) { return l2.Rejected(ctx, "") }
+	e.token(l2, rejected, oauth.FromRefresh)
 	e.as.RevokeAll() // nothing left to refresh with: the browser again
-	e.token(l2, l2.Rejected, oauth.FromBrowser)
+	e.token(l2, rejected, oauth.FromBrowser)
 	_, exchanges, refreshes, _ := e.as.Stats()
 	if len(e.prompted) != 2 || exchanges != 2 || refreshes != 3 {
 		t.Errorf("prompted %d, exchanges %d, refreshes %d; want 2, 2, 3", len(e.prompted), exchanges, refreshes)

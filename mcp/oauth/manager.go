@@ -123,7 +123,8 @@ type Manager struct {
 	pollInterval  time.Duration // how often a refresh waiting on another process's lease looks again
 	instance      string        // prefix of the refresh leases this Manager takes
 	locks         keyLocks
-	native        bool // a command-line client with a loopback redirect URI ([Loopback])
+	native        bool     // a command-line client with a loopback redirect URI ([Loopback])
+	bound         sync.Map // identity\x00server → boundToken: the DPoP key of a user's current token
 }
 
 // New checks cfg and returns a Manager. It does no I/O.
@@ -295,6 +296,7 @@ func (m *Manager) Forget(ctx context.Context, identity, server string) error {
 	if err := m.creds.DeleteCredentials(ctx, identity, server, store.KindOAuth); err != nil {
 		return fmt.Errorf("oauth forget %s/%s: %w", identity, server, err)
 	}
+	m.bound.Delete(identity + "\x00" + server)
 	if err := m.creds.DeleteCredentials(ctx, identity, server, KindPending); err != nil {
 		return fmt.Errorf("oauth forget %s/%s: %w", identity, server, err)
 	}

@@ -130,6 +130,11 @@ func newEnvWith(t *testing.T, b backend, o oauthtest.MCPOptions, configure ...fu
 
 	s := packs.Server{Name: serverName, Transport: packs.TransportStreamableHTTP, URL: e.mcp.Endpoint,
 		AccessMode: packs.UserControlled, Enabled: true, Authentication: &packs.ServerAuth{Mode: oauth.ModeOAuth2}}
+	if o.AuthorizationServers == nil && !o.Legacy {
+		// The authorization server listens on another loopback port than the MCP server: the
+		// pack must name it (see TestSSRFNonPublicAuthServer).
+		s.Authentication.Issuer = e.as.URL()
+	}
 	e.cfg = oauth.Config{
 		Credentials: e.st,
 		Records:     e.st,

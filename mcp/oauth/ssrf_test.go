@@ -140,3 +140,38 @@ func TestSSRFPrivateAddress(t *testing.T) {
 		})
 	}
 }
+
+// TestSSRFRedirect: the server's 401 names protected-resource metadata on its own origin, which
+// redirects to another local port (query string included). packbot follows no redirect for
+// protected-resource metadata: the other port gets no request. Before the fix it got four.
+func TestSSRFRedirect(t *testing.T) {
+	other := newCounter(t, nil)
+	e := newEnvWith(t, backends()[0], oauthtest.MCPOptions{
+		RedirectMetadata: other.srv.URL + "/admin/delete?everything=yes"})
+	beginRefused(t, e, "redirect", "does not follow redirects")
+	if n := other.hits.Load(); n != 0 {
+		t.Errorf("the redirect target got %d requests, want 0", n)
+	}
+	if n := e.mcp.MetadataHits.Load(); n != 1 {
+		t.Errorf("the server's own metadata URL got %d requests, want 1 (the first redirect stops discovery)", n)
+	}
+}
+
+// TestSSRFNonPublicAuthServer: a server on a non-public address (here loopback) may name an
+// authorization server elsewhere on that network only when the pack names it: without
+// authentication.issuer, metadata naming another local port is refused before any request to
+// it; with the issuer, sign-in works (newEnv's default, as every other test shows).
+func TestSSRFNonPublicAuthServer(t *testing.T) {
+	other := newCounter(t, nil)
+	e := newEnvWith(t, backends()[0], oauthtest.MCPOptions{AuthorizationServers: []string{other.srv.URL}})
+	beginRefused(t, e, other.srv.URL, "not on the MCP server's origin", "loopback", "authentication.issuer")
+	if n := other.hits.Load(); n != 0 {
+		t.Errorf("the other authorization server got %d requests, want 0", n)
+	}
+
+	// The same with the test's real authorization server, unnamed: refused; named: signs in.
+	e = newEnvWith(t, backends()[0], oauthtest.MCPOptions{}, func(_ *env, s *packs.Server) { s.Authentication.Issuer = "" })
+	beginRefused(t, e, e.as.URL(), "not on the MCP server's origin")
+	e = newEnv(t, backends()[0])
+	e.authorize(e.m)
+}

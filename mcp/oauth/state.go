@@ -31,6 +31,9 @@ type client struct {
 	// CacheKey names the nsClient record of a dynamically registered client, dropped when the
 	// authorization server no longer knows the client.
 	CacheKey string `json:"cacheKey,omitempty"`
+	// assertion signs a new private_key_jwt client assertion (a machine client), one per token
+	// request: a request sent again (for a DPoP nonce) must not replay the jti.
+	assertion func() (string, error)
 }
 
 // grant is the sealed plaintext of a store.KindOAuth row: the tokens and what refreshing them
@@ -52,6 +55,9 @@ type grant struct {
 	Requested    []string `json:"requested,omitempty"`
 	StepUps      int      `json:"stepUps,omitempty"`
 	StepUpScopes []string `json:"stepUpScopes,omitempty"`
+	// DPoPKey, when set, is the key the tokens are bound to (PKCS#8; RFC 9449): the access
+	// token is presented with a proof signed by it, and refreshing needs it too.
+	DPoPKey []byte `json:"dpopKey,omitempty"`
 	// Version changes each time new tokens are written, so that Refresh can tell that another
 	// caller refreshed while it waited.
 	Version string `json:"version"`
@@ -74,6 +80,7 @@ type pending struct {
 	Scopes             []string  `json:"scopes,omitempty"`
 	StepUps            int       `json:"stepUps,omitempty"` // step-ups that led to this authorization
 	RedirectURI        string    `json:"redirectUri"`
+	DPoPKey            []byte    `json:"dpopKey,omitempty"` // the key the tokens will be bound to
 	ExpiresAt          time.Time `json:"expiresAt"`
 	Claimed            bool      `json:"claimed,omitempty"` // a callback took it: one use
 }

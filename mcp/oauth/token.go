@@ -208,8 +208,13 @@ func (m *Manager) refreshLeased(ctx context.Context, identity, server string, g 
 	c := m.currentClient(server, g.Client)
 	hc, rerr := m.remoteNamed(ctx, server)
 	var tr tokenResponse
+	var key *dpopKey
+	bound := false
+	if rerr == nil && len(g.DPoPKey) > 0 {
+		key, rerr = parseDPoPKey(g.DPoPKey)
+	}
 	if rerr == nil {
-		tr, rerr = m.tokenRequest(ctx, hc, g.TokenEndpoint, c, form)
+		tr, bound, rerr = m.tokenRequest(ctx, hc, g.TokenEndpoint, c, form, key)
 	}
 	now := m.now()
 
@@ -218,6 +223,9 @@ func (m *Manager) refreshLeased(ctx context.Context, identity, server string, g 
 	var next, cur grant
 	if rerr == nil {
 		next = m.grantFrom(tr, g, now)
+		if !bound {
+			next.DPoPKey = nil // the authorization server gave a bearer token this time
+		}
 	}
 	ours := false
 	_, err := m.creds.UpdateCredential(ctx, gk, func(row store.Credential) (store.Credential, error) {

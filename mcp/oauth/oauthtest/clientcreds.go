@@ -28,7 +28,18 @@ type machine struct {
 	Grants int
 	// Rejections says why each refused client assertion was refused.
 	Rejections []string
-	jtis       map[string]bool // jti of every assertion accepted
+	// Audiences lists the aud of each client assertion received, as sent.
+	Audiences []string
+	// AudienceIssuerOnly: an assertion's aud must be the issuer identifier (RFC 7523bis), not
+	// the token endpoint.
+	AudienceIssuerOnly bool
+	jtis               map[string]bool // jti of every assertion accepted
+	// workloads are the identities whose platform-issued JWTs the jwt-bearer grant takes
+	// (RegisterWorkload); WorkloadTokens lists the JWTs presented, WorkloadRefusals why each
+	// refused one was.
+	workloads        map[string]crypto.PublicKey
+	WorkloadTokens   []string
+	WorkloadRefusals []string
 }
 
 // RegisterMachine adds a client allowed the client-credentials grant, as an admin registers a
@@ -54,7 +65,7 @@ func (as *AuthServer) MachineStats() (grants int, rejections []string) {
 // clientCredentials answers a client-credentials token request of client, which authenticated
 // with method; as.mu is held. The client must have been registered for that method, name the
 // resource, and gets no refresh token (RFC 6749 §4.4.3).
-func (as *AuthServer) clientCredentials(w http.ResponseWriter, f url.Values, client, method string) {
+func (as *AuthServer) clientCredentials(w http.ResponseWriter, f url.Values, client, method, jkt string) {
 	c := as.clients[client]
 	switch {
 	case c.method != method:
@@ -67,11 +78,11 @@ func (as *AuthServer) clientCredentials(w http.ResponseWriter, f url.Values, cli
 	as.Grants++
 	scope := as.grantable(f.Get("scope"))
 	access := "at-" + randomString()
-	as.access[access] = asAccess{user: client, resource: as.Resource, scope: scope, expiry: as.clock.Now().Add(as.AccessTTL)}
+	as.access[access] = asAccess{user: client, resource: as.Resource, scope: scope, expiry: as.clock.Now().Add(as.AccessTTL), jkt: jkt}
 	as.secrets = append(as.secrets, access)
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{
-		"access_token": access, "token_type": "Bearer", "expires_in": int(as.AccessTTL / time.Second), "scope": scope,
+		"access_token": access, "token_type": tokenType(jkt), "expires_in": int(as.AccessTTL / time.Second), "scope": scope,
 	})
 }
 
@@ -134,7 +145,11 @@ func (as *AuthServer) checkAssertion(f url.Values) (string, error) {
 		aud = []string{""}
 		_ = json.Unmarshal(claims.Aud, &aud[0])
 	}
-	if !slices.Contains(aud, as.issuer+"/token") && !slices.Contains(aud, as.issuer) {
+	as.Audiences = append(as.Audiences, string(claims.Aud))
+	switch {
+	case as.AudienceIssuerOnly && !slices.Equal(aud, []string{as.issuer}):
+		return "", fmt.Errorf("aud %s is not the issuer %s (RFC 7523bis)", claims.Aud, as.issuer)
+	case !slices.Contains(aud, as.issuer+"/token") && !slices.Contains(aud, as.issuer):
 		return "", fmt.Errorf("aud %s is neither the token endpoint nor the issuer", claims.Aud)
 	}
 	switch now := as.clock.Now(); {

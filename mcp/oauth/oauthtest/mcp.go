@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -30,6 +31,10 @@ type ProtectedMCP struct {
 	// Refusals counts the requests to the MCP endpoint that carried a bearer token and were
 	// answered 401.
 	Refusals atomic.Int64
+	// Proofs are the DPoP proofs it checked (with MCPOptions.DPoP); DPoPRequests counts the
+	// requests that presented a token with the DPoP scheme.
+	Proofs       DPoPProofs
+	DPoPRequests atomic.Int64
 }
 
 // MCPOptions are the switches of [NewProtectedMCPWith]; the zero value is a well-behaved
@@ -48,6 +53,9 @@ type MCPOptions struct {
 	NoResourceMetadata bool
 	// ResourceMetadataURL replaces the resource_metadata URL of its 401 (an SSRF attempt).
 	ResourceMetadataURL string
+	// RedirectMetadata, when set, makes every protected-resource metadata URL on the server's
+	// own origin answer 302 to this URL (an SSRF attempt through a redirect).
+	RedirectMetadata string
 	// AuthorizationServers replaces the authorization servers its metadata names.
 	AuthorizationServers []string
 	// Scopes is scopes_supported in its metadata (default tools:read).
@@ -55,6 +63,15 @@ type MCPOptions struct {
 	// RequireScope, when set, makes tools/call need this scope: a token without it gets 403
 	// with WWW-Authenticate: Bearer error="insufficient_scope", scope="<granted> <RequireScope>".
 	RequireScope string
+	// DPoP: a token bound to a DPoP key is taken only with the DPoP scheme and a valid proof for
+	// the request (RFC 9449 §7); a bound token presented as a bearer token is refused.
+	DPoP bool
+	// Open lists JSON-RPC methods the server serves without a token (as servers that let the
+	// handshake through and refuse only later requests), e.g. "initialize", "server/discover".
+	Open []string
+	// ChallengeScope, when set, is the scope parameter of the 401 challenge to a request
+	// without a token.
+	ChallengeScope string
 	// Listener, when set, is where the server listens (e.g. a non-loopback address).
 	Listener net.Listener
 	// TLS serves HTTPS with httptest's certificate (for 127.0.0.1, ::1 and example.com); see
@@ -114,6 +131,17 @@ func NewProtectedMCPWith(as *AuthServer, o MCPOptions) *ProtectedMCP {
 	if o.ResourceMetadataURL != "" {
 		metadataURL = o.ResourceMetadataURL
 	}
+	if o.RedirectMetadata != "" {
+		redirect := func(w http.ResponseWriter, r *http.Request) {
+			p.MetadataHits.Add(1)
+			http.Redirect(w, r, o.RedirectMetadata, http.StatusFound)
+		}
+		mux.HandleFunc("GET /.well-known/oauth-protected-resource", redirect)
+		if !o.Legacy && !o.NoResourceMetadata {
+			mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp/redirect", redirect)
+			metadataURL = p.srv.URL + "/.well-known/oauth-protected-resource/mcp/redirect"
+		}
+	}
 	server := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "protected", Version: "1"}, nil)
 	mcpsdk.AddTool(server, &mcpsdk.Tool{Name: "whoami", Description: "Says who the token belongs to."},
 		func(_ context.Context, req *mcpsdk.CallToolRequest, _ struct{}) (*mcpsdk.CallToolResult, any, error) {
@@ -132,13 +160,65 @@ func NewProtectedMCPWith(as *AuthServer, o MCPOptions) *ProtectedMCP {
 	}
 	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL})(handler)
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o.DPoP && !p.dpop(w, r, as, metadataURL) {
+			return
+		}
 		if r.Header.Get("Authorization") == "" {
+			if m := jsonRPCMethod(r); slices.Contains(o.Open, m) || strings.HasPrefix(m, "notifications/") && len(o.Open) > 0 {
+				handler.ServeHTTP(w, r)
+				return
+			}
+			if o.ChallengeScope != "" {
+				w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+metadataURL+`", scope="`+o.ChallengeScope+`"`)
+				http.Error(w, "token needed", http.StatusUnauthorized)
+				return
+			}
 			protected.ServeHTTP(w, r)
 			return
 		}
 		protected.ServeHTTP(&refusalCounter{ResponseWriter: w, n: &p.Refusals}, r)
 	}))
 	return p
+}
+
+// dpop checks a request's DPoP presentation: a DPoP-scheme token with a valid proof becomes
+// a bearer token for the handlers behind; a bound token presented otherwise is refused. It
+// reports whether the request goes on.
+func (p *ProtectedMCP) dpop(w http.ResponseWriter, r *http.Request, as *AuthServer, metadataURL string) bool {
+	challenge := `DPoP resource_metadata="` + metadataURL + `",`
+	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	switch {
+	case strings.EqualFold(scheme, "dpop"):
+		p.DPoPRequests.Add(1)
+		jkt, err := p.Proofs.check(r.Header.Get("DPoP"), r.Method, p.Endpoint, tok, as.clock.Now())
+		if err == nil && jkt != as.BoundKey(tok) {
+			err = fmt.Errorf("the proof's key is not the token's")
+		}
+		if err != nil {
+			dpopRefusal(w, &p.Proofs, err, http.StatusUnauthorized, challenge)
+			return false
+		}
+		r.Header.Set("Authorization", "Bearer "+tok)
+	case tok != "" && as.BoundKey(tok) != "":
+		w.Header().Set("WWW-Authenticate", challenge+` error="invalid_token"`)
+		http.Error(w, "a DPoP-bound token presented as a bearer token", http.StatusUnauthorized)
+		return false
+	}
+	return true
+}
+
+// jsonRPCMethod reads the method of a POSTed JSON-RPC message, leaving the body readable.
+func jsonRPCMethod(r *http.Request) string {
+	if r.Method != http.MethodPost {
+		return ""
+	}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		Method string `json:"method"`
+	}
+	_ = json.Unmarshal(body, &msg)
+	return msg.Method
 }
 
 // refusalCounter counts 401 answers.

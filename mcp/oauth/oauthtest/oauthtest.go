@@ -88,13 +88,19 @@ type AuthServer struct {
 	// RegisteredTypes their application_type.
 	RegisteredMethods []string
 	RegisteredTypes   []string
-	// Authorizations counts the requests to the authorize endpoint.
-	Authorizations int
-	Refreshes      int
-	Exchanges      int
-	Revocations    int
-	AuthMethods    []string // how clients authenticated at the token endpoint
-	secrets        []string // every secret issued or received, for the log check
+	// Authorizations counts the requests to the authorize endpoint; AuthorizedScopes lists the
+	// scope each asked for.
+	Authorizations   int
+	AuthorizedScopes []string
+	Refreshes        int
+	Exchanges        int
+	Revocations      int
+	AuthMethods      []string // how clients authenticated at the token endpoint
+	secrets          []string // every secret issued or received, for the log check
+	// DPoP: the metadata advertises ES256 DPoP proofs, and a token requested with a valid proof
+	// is bound to its key (token_type DPoP); Proofs are the proofs it checked (see dpop.go).
+	DPoP   bool
+	Proofs DPoPProofs
 	// Machine clients (client-credentials grant, see clientcreds.go).
 	machine
 }
@@ -114,11 +120,13 @@ type asAccess struct {
 	user, resource, scope string
 	expiry                time.Time
 	revoked               bool
+	jkt                   string // the DPoP key it is bound to
 }
 
 type asRefresh struct {
 	user, client, resource, scope string
 	spent, revoked                bool
+	jkt                           string
 }
 
 // NewAuthServer starts an authorization server on loopback; Close stops it.
@@ -203,6 +211,21 @@ func (as *AuthServer) Stats() (registrations, exchanges, refreshes, revocations 
 	return as.Registrations, as.Exchanges, as.Refreshes, as.Revocations
 }
 
+// tokenType is the token_type of a token bound to the DPoP key jkt ("": a bearer token).
+func tokenType(jkt string) string {
+	if jkt != "" {
+		return "DPoP"
+	}
+	return "Bearer"
+}
+
+// BoundKey is the thumbprint of the DPoP key token is bound to, "" for a bearer token.
+func (as *AuthServer) BoundKey(token string) string {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	return as.access[token].jkt
+}
+
 // Verify is the resource server's token check.
 func (as *AuthServer) Verify(token string) (user string, ok bool) {
 	user, _, ok = as.VerifyScopes(token)
@@ -232,7 +255,7 @@ func oauthError(w http.ResponseWriter, status int, code string) {
 
 func (as *AuthServer) metadata(w http.ResponseWriter, r *http.Request) {
 	as.mu.Lock()
-	no, cimd, scopes, iss := as.NoMetadata, as.CIMD, as.Scopes, as.issuer
+	no, cimd, scopes, iss, bound := as.NoMetadata, as.CIMD, as.Scopes, as.issuer, as.DPoP
 	as.mu.Unlock()
 	if no {
 		http.NotFound(w, r)
@@ -241,14 +264,19 @@ func (as *AuthServer) metadata(w http.ResponseWriter, r *http.Request) {
 	if scopes == nil {
 		scopes = []string{"tools:read", "offline_access"}
 	}
+	dpop := []string(nil)
+	if bound {
+		dpop = []string{"ES256"}
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
+		"dpop_signing_alg_values_supported":                dpop,
 		"issuer":                                           iss,
 		"authorization_endpoint":                           iss + "/authorize",
 		"token_endpoint":                                   iss + "/token",
 		"registration_endpoint":                            iss + "/register",
 		"revocation_endpoint":                              iss + "/revoke",
 		"response_types_supported":                         []string{"code"},
-		"grant_types_supported":                            []string{"authorization_code", "refresh_token", "client_credentials"},
+		"grant_types_supported":                            []string{"authorization_code", "refresh_token", "client_credentials", GrantJWTBearer},
 		"code_challenge_methods_supported":                 []string{"S256"},
 		"token_endpoint_auth_methods_supported":            []string{"client_secret_basic", "client_secret_post", "none", "private_key_jwt"},
 		"token_endpoint_auth_signing_alg_values_supported": []string{"ES256", "RS256"},
@@ -310,6 +338,7 @@ func (as *AuthServer) authorize(w http.ResponseWriter, r *http.Request) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	as.Authorizations++
+	as.AuthorizedScopes = append(as.AuthorizedScopes, q.Get("scope"))
 	c, ok := as.clients[q.Get("client_id")]
 	redirect := q.Get("redirect_uri")
 	if !ok || !slices.ContainsFunc(c.redirects, func(r string) bool { return sameRedirect(r, redirect) }) {
@@ -402,8 +431,20 @@ func (as *AuthServer) token(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusUnauthorized, "invalid_client")
 		return
 	}
-	if f.Get("grant_type") == "client_credentials" {
-		as.clientCredentials(w, f, client, method)
+	jkt := ""
+	if proof := r.Header.Get("DPoP"); as.DPoP && proof != "" {
+		var err error
+		if jkt, err = as.Proofs.check(proof, http.MethodPost, as.issuer+"/token", "", as.clock.Now()); err != nil {
+			dpopRefusal(w, &as.Proofs, err, http.StatusBadRequest, "")
+			return
+		}
+	}
+	switch f.Get("grant_type") {
+	case "client_credentials":
+		as.clientCredentials(w, f, client, method, jkt)
+		return
+	case GrantJWTBearer:
+		as.jwtBearer(w, f, client)
 		return
 	}
 	var user, scope string
@@ -434,6 +475,10 @@ func (as *AuthServer) token(w http.ResponseWriter, r *http.Request) {
 			oauthError(w, http.StatusBadRequest, "invalid_grant")
 			return
 		}
+		if rt.jkt != jkt {
+			oauthError(w, http.StatusBadRequest, "invalid_grant") // bound to another DPoP key (RFC 9449 §5)
+			return
+		}
 		rt.spent = true // rotation: a refresh token works once
 		as.refresh[f.Get("refresh_token")] = rt
 		user, scope = rt.user, rt.scope
@@ -442,12 +487,12 @@ func (as *AuthServer) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	access, refresh := "at-"+randomString(), "rt-"+randomString()
-	as.access[access] = asAccess{user: user, resource: as.Resource, scope: scope, expiry: as.clock.Now().Add(as.AccessTTL)}
-	as.refresh[refresh] = asRefresh{user: user, client: client, resource: as.Resource, scope: scope}
+	as.access[access] = asAccess{user: user, resource: as.Resource, scope: scope, expiry: as.clock.Now().Add(as.AccessTTL), jkt: jkt}
+	as.refresh[refresh] = asRefresh{user: user, client: client, resource: as.Resource, scope: scope, jkt: jkt}
 	as.secrets = append(as.secrets, access, refresh)
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{
-		"access_token": access, "token_type": "Bearer", "expires_in": int(as.AccessTTL / time.Second),
+		"access_token": access, "token_type": tokenType(jkt), "expires_in": int(as.AccessTTL / time.Second),
 		"refresh_token": refresh, "scope": scope,
 	})
 }
