@@ -14,6 +14,7 @@ import (
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/flows"
 	"github.com/packbot/packbot/internal/logid"
+	"github.com/packbot/packbot/internal/retry"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
 )
@@ -316,24 +317,15 @@ func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event, 
 // retry runs op until it succeeds, fails with an error that is not store.ErrUnavailable, or
 // wait has passed (then the last error is returned); backoff from 50 ms to 2 s.
 func (b *Bot) retry(ctx context.Context, wait time.Duration, what string, op func(context.Context) error) error {
-	deadline := time.Now().Add(wait)
-	delay := 50 * time.Millisecond
-	for {
-		err := op(ctx)
-		if err == nil || !errors.Is(err, store.ErrUnavailable) || time.Now().Add(delay).After(deadline) {
-			return err
-		}
-		b.log.WarnContext(ctx, "store unavailable; retrying", slog.String("op", what), slog.Duration("in", delay), slog.Any("err", err))
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return errors.Join(err, ctx.Err())
-		case <-t.C:
-		}
-		delay = min(2*delay, 2*time.Second)
-	}
+	p := retry.Policy{First: 50 * time.Millisecond, Max: 2 * time.Second, Within: wait, Retryable: unavailable,
+		OnRetry: func(err error, in time.Duration) {
+			b.log.WarnContext(ctx, "store unavailable; retrying", slog.String("op", what), slog.Duration("in", in), slog.Any("err", err))
+		}}
+	return p.Do(ctx, op)
 }
+
+// unavailable reports whether err is worth retrying as it is (the store restarting).
+func unavailable(err error) bool { return errors.Is(err, store.ErrUnavailable) }
 
 // Run runs the replica's background work (heartbeat, lease renewals, takeovers, the outbox,
 // notifications between replicas) until ctx ends; then it stops taking events, lets running

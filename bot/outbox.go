@@ -11,6 +11,7 @@ import (
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/internal/logid"
+	"github.com/packbot/packbot/internal/retry"
 	"github.com/packbot/packbot/store"
 )
 
@@ -218,11 +219,7 @@ func (b *Bot) deliverOne(ctx context.Context, m store.OutboxMessage, cache map[s
 
 // backoff is the wait before the next attempt: 5 s doubling to 10 minutes.
 func backoff(attempts int) time.Duration {
-	d := 5 * time.Second
-	for i := 1; i < attempts && d < 10*time.Minute; i++ {
-		d *= 2
-	}
-	return min(d, 10*time.Minute)
+	return retry.Policy{First: 5 * time.Second, Max: 10 * time.Minute}.Delay(attempts)
 }
 
 // RefreshMenus is told that the badge counts of identities may have changed: every replica

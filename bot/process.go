@@ -17,6 +17,7 @@ import (
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/flows"
+	"github.com/packbot/packbot/internal/retry"
 	"github.com/packbot/packbot/store"
 )
 
@@ -210,7 +211,7 @@ func (b *Bot) complete(ctx context.Context, w *worker, c store.Completion) ([]in
 		w.log.WarnContext(ctx, "commit event: store unavailable; retrying", slog.Int64("event", c.EventID), slog.Any("err", err))
 		// Not w.sleep: a new event's signal must not cut the backoff short (the completion
 		// would be retried in a busy loop for as long as the store is down).
-		if !pause(ctx, retryDelay(failures)) {
+		if !retry.Sleep(ctx, retryDelay(failures)) {
 			return nil, time.Time{}, outcomeRetry
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/internal/logid"
+	"github.com/packbot/packbot/internal/retry"
 	"github.com/packbot/packbot/store"
 )
 
@@ -211,23 +212,7 @@ func (w *worker) run() {
 // retryDelay is the wait before handling an event again after a transient failure: 100 ms
 // doubling to 5 s.
 func retryDelay(failures int) time.Duration {
-	d := 100 * time.Millisecond
-	for i := 1; i < failures && d < 5*time.Second; i++ {
-		d *= 2
-	}
-	return min(d, 5*time.Second)
-}
-
-// pause waits d, or until ctx ends (false).
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return retry.Policy{First: 100 * time.Millisecond, Max: 5 * time.Second}.Delay(failures)
 }
 
 // sleep waits d, or less when signalled (it reports false then: the signal is taken, and the

@@ -16,6 +16,7 @@ import (
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/internal/logid"
+	"github.com/packbot/packbot/internal/retry"
 	"github.com/packbot/packbot/menu"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
@@ -387,18 +388,17 @@ func (e *Engine) counts(ctx context.Context, c rbac.Caller) menu.Counts {
 		return cc.counts
 	}
 	e.countsMu.Unlock()
-	mine, decidable, err := e.appr.Counts(ctx, c)
 	// The store restarting: wait for it (about 6 s at most, as a completion would), rather than
 	// send a menu whose badges are gone — nothing would send the right one until the next change.
-	for delay := 50 * time.Millisecond; errors.Is(err, store.ErrUnavailable) && delay <= 4*time.Second; delay *= 2 {
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return menu.Counts{}
-		case <-t.C:
-		}
+	var mine, decidable int
+	err := retry.Policy{First: 50 * time.Millisecond, Within: 7 * time.Second,
+		Retryable: func(err error) bool { return errors.Is(err, store.ErrUnavailable) }}.Do(ctx, func(ctx context.Context) error {
+		var err error
 		mine, decidable, err = e.appr.Counts(ctx, c)
+		return err
+	})
+	if ctx.Err() != nil {
+		return menu.Counts{}
 	}
 	if err != nil {
 		e.log.WarnContext(ctx, "badge counts", slog.String("identity", c.Identity), slog.Any("err", err))
