@@ -482,15 +482,3 @@ func (j *journal) Begin(ctx context.Context, s flows.Step) error {
 	j.steps, j.it.steps = steps, raw
 	return nil
 }
-
-func cloneSession(s store.Session) store.Session {
-	s.Roles = slices.Clone(s.Roles)
-	s.Flow = slices.Clone(s.Flow)
-	return s
-}
-
-func sameSession(a, b store.Session) bool {
-	return a.State == b.State && a.Language == b.Language && a.Authenticated == b.Authenticated &&
-		a.Identity == b.Identity && a.DisplayName == b.DisplayName && slices.Equal(a.Roles, b.Roles) &&
-		a.CredentialExpiry.Equal(b.CredentialExpiry) && string(a.Flow) == string(b.Flow) && a.MenuDigest == b.MenuDigest
-}
