@@ -2,7 +2,6 @@ package flows
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -258,12 +257,8 @@ func (t *turn) loadDraft(ctx context.Context, fs *mcpField) (map[string]string, 
 	if err != nil {
 		return nil, fmt.Errorf("load configuration draft: %w", err)
 	}
-	plain, err := t.e.keyring.Open(k, row.Secret)
-	if err != nil {
+	if err := t.e.keyring.OpenJSON(k, row.Secret, &values); err != nil {
 		return nil, fmt.Errorf("open configuration draft: %w", err)
-	}
-	if err := json.Unmarshal(plain, &values); err != nil {
-		return nil, fmt.Errorf("read configuration draft: %w", err)
 	}
 	return values, nil
 }
@@ -273,9 +268,8 @@ func (t *turn) saveDraft(ctx context.Context, fs *mcpField, values map[string]st
 	if t.e.keyring == nil {
 		return errors.New("save configuration draft: no encryption key")
 	}
-	plain, _ := json.Marshal(values) // a map of strings: cannot fail
 	k := t.draftKey(fs)
-	sealed, err := t.e.keyring.Seal(k, plain)
+	sealed, err := t.e.keyring.SealJSON(k, values)
 	if err != nil {
 		return fmt.Errorf("seal configuration draft: %w", err)
 	}
