@@ -128,9 +128,8 @@ type harness struct {
 	logs   *syncBuffer
 	stop   func()
 	kr     *secret.Keyring
-	// hook runs before each event is handled (BeforeHandle): a test makes it panic.
-	hook                    func(channel.Event)
 	announced               bool
+	wrapChannel             func(*channeltest.Memory) channel.Channel
 	maxAttempts             int
 	drain, idle, acceptWait time.Duration
 	// restored are the wallets of harnessOptions.restore.
@@ -172,8 +171,8 @@ type harnessOptions struct {
 	// oauth adds the server "hr": user-controlled, OAuth 2.1 sign-in at an in-process
 	// authorization server, with the real oauth.Manager and its callback.
 	oauth bool
-	// hook runs before each event is handled.
-	hook func(channel.Event)
+	// model, when set, wraps the language model the flows use (a test makes it panic).
+	model func(flows.Model) flows.Model
 	// bankMiddleware wraps the bank MCP server's handler (to hold a call).
 	bankMiddleware func(http.Handler) http.Handler
 	// maxAttempts is the bot's MaxAttempts (0: its default).
@@ -193,6 +192,8 @@ type harnessOptions struct {
 	acceptWait time.Duration
 	// announced makes the channel a connection announcer (as the VS Agent's is).
 	announced bool
+	// channel, when set, is the bot's channel: a wrapper of the memory channel.
+	channel func(*channeltest.Memory) channel.Channel
 	// tel, when set, observes the bot, the model, the pool and the approvals.
 	tel *telemetry.Telemetry
 }
@@ -233,7 +234,7 @@ func openStore(t testing.TB, postgres bool) store.Store {
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
-	h := &harness{t: t, logs: &syncBuffer{}, hook: o.hook, announced: o.announced, tel: o.tel, maxAttempts: o.maxAttempts, drain: o.drain, idle: o.idle, acceptWait: o.acceptWait, restored: map[string]*channeltest.MemoryWallet{}}
+	h := &harness{t: t, logs: &syncBuffer{}, announced: o.announced, wrapChannel: o.channel, tel: o.tel, maxAttempts: o.maxAttempts, drain: o.drain, idle: o.idle, acceptWait: o.acceptWait, restored: map[string]*channeltest.MemoryWallet{}}
 	h.st = o.store
 	if h.st == nil {
 		h.st = openStore(t, o.postgres)
@@ -347,6 +348,9 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		d.OAuth = om
 	}
 	d.Model = model
+	if o.model != nil {
+		d.Model = o.model(model)
+	}
 	h.deps, h.env = d, env
 	engine, err := flows.New(d)
 	if err != nil {
@@ -382,10 +386,13 @@ func (h *harness) waitTools(server string) {
 func (h *harness) start(engine *flows.Engine, log *slog.Logger) {
 	var err error
 	var ch channel.Channel = h.ch
-	if h.announced {
+	switch {
+	case h.wrapChannel != nil:
+		ch = h.wrapChannel(h.ch)
+	case h.announced:
 		ch = announcing{h.ch}
 	}
-	cfg := bot.Config{Channel: ch, Store: h.st, Flows: engine, Logger: log, Keyring: h.kr, BeforeHandle: h.hook,
+	cfg := bot.Config{Channel: ch, Store: h.st, Flows: engine, Logger: log, Keyring: h.kr,
 		MaxAttempts: h.maxAttempts, DrainTimeout: h.drain, Idle: h.idle, AcceptWait: h.acceptWait,
 		RetryAfter: 100 * time.Millisecond}
 	if h.tel != nil {

@@ -225,3 +225,26 @@ func every(ctx context.Context, d time.Duration, fn func()) {
 		}
 	}
 }
+
+// sparseLog lets a kind of log line through at most once per interval, and counts the ones it
+// held back meanwhile.
+type sparseLog struct {
+	every time.Duration
+
+	mu   sync.Mutex
+	last time.Time
+	held int
+}
+
+// pass reports whether a line may be logged at now, and how many were held back since the last
+// one that was.
+func (s *sparseLog) pass(now time.Time) (ok bool, held int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.last.IsZero() && now.Sub(s.last) < s.every {
+		s.held++
+		return false, 0
+	}
+	s.last, held, s.held = now, s.held, 0
+	return true, held
+}

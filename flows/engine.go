@@ -200,6 +200,21 @@ func (t *turn) say(_ context.Context, text string) error {
 // send adds an outbound message to the effects.
 func (t *turn) send(o channel.Outbound) { t.fx.Out = append(t.fx.Out, o) }
 
+// progress tells the user at once what the event is doing while it runs (the translation of
+// key): through the conversation, before the event ends and is committed, so best effort — not
+// durable, not sent again if the event is handled again. Without a conversation it goes with
+// the event's other messages.
+func (t *turn) progress(ctx context.Context, key string, args ...string) {
+	o := channel.Outbound{Text: &channel.Text{ID: newMessageID(), Content: t.tr(key, args...), ReplyTo: t.replyTo}}
+	if t.conv == nil {
+		t.send(o)
+		return
+	}
+	if err := t.conv.Send(ctx, o); err != nil {
+		t.e.log.WarnContext(ctx, "progress message not delivered", slog.Any("err", err))
+	}
+}
+
 // sayKey sends the translation of key.
 func (t *turn) sayKey(ctx context.Context, key string, args ...string) error {
 	return t.say(ctx, t.tr(key, args...))

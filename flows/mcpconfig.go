@@ -208,10 +208,7 @@ func (t *turn) configValue(ctx context.Context, fs *mcpField, value string) erro
 	if err := t.journal.Begin(ctx, Step{Kind: StepCredentialTest, Server: srv.Name}); err != nil {
 		return fmt.Errorf("record the credential test of %s: %w", srv.Name, err)
 	}
-	if err := t.sayKey(ctx, "MCP_CONFIG_TESTING", "server", srv.Name); err != nil {
-		t.dropDraft(ctx, fs.Server)
-		return err
-	}
+	t.progress(ctx, "MCP_CONFIG_TESTING", "server", srv.Name) // now: the test may take a while
 	typed := make(map[string]secret.Value, len(values))
 	for k, v := range values {
 		typed[k] = secret.NewValue(v)

@@ -80,29 +80,26 @@ func (db *DB) ClaimOutbox(ctx context.Context, c store.OutboxClaim) ([]store.Out
 }
 
 // AckOutbox removes delivered messages in one statement; acking a missing message is not an
-// error.
+// error. On PostgreSQL the statement goes in a batch with the completions of the moment (group
+// commit: the bot marks each message delivered as soon as the channel took it, so this runs as
+// often as messages go out, and shares their transactions' cost under load).
 func (db *DB) AckOutbox(ctx context.Context, ids ...int64) error {
-	switch len(ids) {
-	case 0:
-		return nil
-	case 1:
-		if _, err := db.conn().exec(ctx, qAckOutbox, ids[0]); err != nil {
-			return fmt.Errorf("ack outbox %d: %w", ids[0], err)
-		}
+	if len(ids) == 0 {
 		return nil
 	}
-	if db.d.name == postgres {
-		err := db.pgBatch(ctx, func(b *pgx.Batch) { b.Queue(qAckOutboxListPostgres, ids) })
-		if err != nil {
-			return fmt.Errorf("ack %d outbox messages: %w", len(ids), err)
+	var err error
+	switch {
+	case db.d.name == postgres:
+		err = db.groupRun(ctx, &db.completions, "", func(b *pgx.Batch) { b.Queue(qAckOutboxListPostgres, ids) })
+	case len(ids) == 1:
+		_, err = db.conn().exec(ctx, qAckOutbox, ids[0])
+	default:
+		var list []byte
+		if list, err = json.Marshal(ids); err == nil {
+			_, err = db.conn().exec(ctx, qAckOutboxListSQLite, string(list))
 		}
-		return nil
 	}
-	list, err := json.Marshal(ids)
 	if err != nil {
-		return fmt.Errorf("ack outbox: %w", err)
-	}
-	if _, err := db.conn().exec(ctx, qAckOutboxListSQLite, string(list)); err != nil {
 		return fmt.Errorf("ack %d outbox messages: %w", len(ids), err)
 	}
 	return nil
