@@ -188,7 +188,9 @@ type knowing struct {
 	known map[string]bool
 }
 
-func (k knowing) ConnectionExists(_ context.Context, conn string) (bool, error) { return k.known[conn], nil }
+func (k knowing) ConnectionExists(_ context.Context, conn string) (bool, error) {
+	return k.known[conn], nil
+}
 
 // TestLateAnnouncementAnswered: a connection whose announcement never arrived (it came while
 // packbot was down) but that the channel's agent knows is served from its first event on: the

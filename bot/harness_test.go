@@ -122,12 +122,12 @@ type harness struct {
 	appr  *approvals.Service
 	as    *oauthtest.AuthServer
 	// offset moves the approvals' clock (expiry tests).
-	offset atomic.Int64
-	bot    *bot.Bot
-	cat    *i18n.Catalog
-	logs   *syncBuffer
-	stop   func()
-	kr     *secret.Keyring
+	offset                  atomic.Int64
+	bot                     *bot.Bot
+	cat                     *i18n.Catalog
+	logs                    *syncBuffer
+	stop                    func()
+	kr                      *secret.Keyring
 	announced               bool
 	wrapChannel             func(*channeltest.Memory) channel.Channel
 	maxAttempts             int
