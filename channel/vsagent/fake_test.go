@@ -32,6 +32,7 @@ type fakeAgent struct {
 	byID    map[string]wireMsg // messages by id (questions and proof requests are looked up)
 	threads map[string]string  // message id → the DIDComm thread id the VS Agent would use
 	answer  func(w http.ResponseWriter, m wireMsg) bool
+	lookups int // GET /v1/connections/{id} calls
 }
 
 // wireMsg is any message the bot posts.
@@ -78,6 +79,10 @@ func newFakeAgent(t testing.TB) *fakeAgent {
 }
 
 func (a *fakeAgent) serve(w http.ResponseWriter, r *http.Request) {
+	if conn, ok := strings.CutPrefix(r.URL.Path, "/v1/connections/"); ok && r.Method == http.MethodGet {
+		a.connection(w, conn)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/message" {
 		http.Error(w, `{"message":"not found"}`, http.StatusNotFound)
 		return
@@ -110,6 +115,22 @@ func (a *fakeAgent) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated) // NestJS answers POST with 201
 	fmt.Fprintf(w, `{"id":%q}`, m.ID)
+}
+
+// connection answers GET /v1/connections/{id} as VS Agent v1.x does: the connection's record,
+// or 404. lookups counts the calls.
+func (a *fakeAgent) connection(w http.ResponseWriter, conn string) {
+	a.mu.Lock()
+	a.lookups++
+	_, known := a.wallets[conn]
+	a.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if !known {
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, `{"reason":"connection with connection id %q not found."}`, conn)
+		return
+	}
+	fmt.Fprintf(w, `{"id":%q,"state":"completed","role":"responder","theirLabel":"wallet"}`, conn)
 }
 
 // lastSent returns the last body posted, failing the test when there is none.
