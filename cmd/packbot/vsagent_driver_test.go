@@ -123,15 +123,20 @@ type vsAgent struct {
 
 	posts, refused atomic.Int64 // webhook posts, and those not answered 2xx (sent again)
 
+	// secret, when set, is sent with every webhook (PACKBOT_WEBHOOK_SECRET, as a bearer).
+	secret string
+
 	mu      sync.Mutex
 	pinned  map[string]int // connections whose webhooks go to one replica
+	known   map[string]bool // the VS Agent's connections (GET /v1/connections/{id})
+	lookups int             // GET /v1/connections/{id} calls
 	byConn  map[string][]e2ePosted
 	other   []string // requests that were not POST /v1/message, or had no connection
 	changed chan struct{}
 }
 
 func newVSAgent(t *testing.T) *vsAgent {
-	a := &vsAgent{byConn: map[string][]e2ePosted{}, pinned: map[string]int{}, changed: make(chan struct{})}
+	a := &vsAgent{byConn: map[string][]e2ePosted{}, pinned: map[string]int{}, known: map[string]bool{}, changed: make(chan struct{})}
 	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
 	t.Cleanup(a.srv.Close)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -141,6 +146,20 @@ func newVSAgent(t *testing.T) *vsAgent {
 }
 
 func (a *vsAgent) serve(w http.ResponseWriter, r *http.Request) {
+	if conn, ok := strings.CutPrefix(r.URL.Path, "/v1/connections/"); ok && r.Method == http.MethodGet {
+		a.mu.Lock()
+		a.lookups++
+		known := a.known[conn]
+		a.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if !known {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"reason":"connection with connection id %q not found."}`, conn)
+			return
+		}
+		fmt.Fprintf(w, `{"id":%q,"state":"completed","role":"responder"}`, conn)
+		return
+	}
 	body, err := io.ReadAll(r.Body)
 	var raw map[string]any
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/message" || err != nil || json.Unmarshal(body, &raw) != nil {
@@ -196,6 +215,31 @@ func (a *vsAgent) pin(conn string, i int) {
 	a.pinned[conn] = i
 }
 
+// postOnce delivers one webhook to the first replica, once, as the VS Agent itself does (it
+// never sends a webhook again), and returns the status (0 when packbot could not be reached).
+func (a *vsAgent) postOnce(ctx context.Context, route, body string) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+a.addrs[0]+"/"+route, strings.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	a.authorize(req)
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// authorize adds the webhook secret, when there is one.
+func (a *vsAgent) authorize(req *http.Request) {
+	req.Header.Set("Content-Type", "application/json")
+	if a.secret != "" {
+		req.Header.Set("Authorization", "Bearer "+a.secret)
+	}
+}
+
 // post delivers one webhook of conn as a VS Agent behind a round-robin balancer that sends it
 // again until it is acknowledged: to the next replica (the pinned one, if any), and after a
 // whole round of failures, after a short pause (packbot may be down, or starting). A 4xx other
@@ -216,7 +260,7 @@ func (a *vsAgent) post(ctx context.Context, conn, route, body string) error {
 		if err != nil {
 			return err
 		}
-		req.Header.Set("Content-Type", "application/json")
+		a.authorize(req)
 		resp, err := a.client.Do(req)
 		if err == nil {
 			reason, _ := io.ReadAll(resp.Body)
@@ -249,9 +293,17 @@ func e2eNow() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z"
 
 // connected posts connection-state-updated (completed) for conn.
 func (a *vsAgent) connected(ctx context.Context, conn string) error {
-	return a.post(ctx, conn, "connection-state-updated", fmt.Sprintf(
-		`{"type":"connection-state-updated","timestamp":%q,"connectionId":%q,"invitationId":%q,"state":"completed"}`,
-		e2eNow(), conn, uuid.NewString()))
+	return a.post(ctx, conn, "connection-state-updated", a.completed(conn))
+}
+
+// completed is the connection-state-updated webhook of conn's completion; conn is the VS
+// Agent's from then on.
+func (a *vsAgent) completed(conn string) string {
+	a.mu.Lock()
+	a.known[conn] = true
+	a.mu.Unlock()
+	return fmt.Sprintf(`{"type":"connection-state-updated","timestamp":%q,"connectionId":%q,"invitationId":%q,"state":"completed"}`,
+		e2eNow(), conn, uuid.NewString())
 }
 
 // message posts a message-received webhook of a message of typ from conn with fields (JSON
