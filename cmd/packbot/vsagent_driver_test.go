@@ -127,7 +127,7 @@ type vsAgent struct {
 	secret string
 
 	mu      sync.Mutex
-	pinned  map[string]int // connections whose webhooks go to one replica
+	pinned  map[string]int  // connections whose webhooks go to one replica
 	known   map[string]bool // the VS Agent's connections (GET /v1/connections/{id})
 	lookups int             // GET /v1/connections/{id} calls
 	byConn  map[string][]e2ePosted
