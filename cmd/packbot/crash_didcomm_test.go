@@ -93,6 +93,11 @@ func TestCrashDIDComm(t *testing.T) {
 	}
 	rounds.check(t, req, appr, ledger)
 	t.Logf("figures: %d kills; %d wallets: %v", e.serve.killCount(), len(all), d)
+	resent := 0
+	for _, w := range all {
+		resent += w.duplicates()
+	}
+	checkCrashFigures(t, "didcomm", e.serve.killCount(), d.lost, resent)
 	t.Logf("time: setup %v, total %v", setup.Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
 }
 

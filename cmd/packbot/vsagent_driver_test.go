@@ -352,6 +352,18 @@ func e2eOfType(msgs []e2ePosted, typ string) []e2ePosted {
 	return out
 }
 
+// resent counts the messages posted again with the id of one posted before (to any connection,
+// of any type): what a crash sends twice.
+func (a *vsAgent) resent() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, msgs := range a.byConn {
+		n += len(msgs) - len(firstPosts(msgs))
+	}
+	return n
+}
+
 // firstPosts is msgs without redeliveries: each packbot id once, where it first came.
 func firstPosts(msgs []e2ePosted) []e2ePosted {
 	seen := make(map[string]bool, len(msgs))
