@@ -99,7 +99,11 @@ func (l *vaLoad) finish(ctx context.Context, t *testing.T, dsn string) {
 	if d.acked == 0 || l.appr.rounds == 0 {
 		t.Errorf("no load: %d texts acknowledged, %d approval rounds", d.acked, l.appr.rounds)
 	}
-	l.lost, l.resent = d.lost, b.agent.resent()
+	var which []string
+	l.lost = d.lost
+	if l.resent, which = b.agent.resent(); l.resent > 0 {
+		t.Logf("sent again: %q", which)
+	}
 }
 
 // TestCrashVSAgent: SIGKILL at random moments, at least 10 times, under chat load and approval

@@ -354,14 +354,21 @@ func e2eOfType(msgs []e2ePosted, typ string) []e2ePosted {
 
 // resent counts the messages posted again with the id of one posted before (to any connection,
 // of any type): what a crash sends twice.
-func (a *vsAgent) resent() int {
+func (a *vsAgent) resent() (n int, which []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	n := 0
-	for _, msgs := range a.byConn {
-		n += len(msgs) - len(firstPosts(msgs))
+	for conn, msgs := range a.byConn {
+		first := map[string]int{}
+		for i, m := range msgs {
+			if j, ok := first[m.ID]; ok {
+				n++
+				which = append(which, fmt.Sprintf("%s to %s (first post %d of %d, again as %d)", m.Type, conn[:8], j, len(msgs), i))
+				continue
+			}
+			first[m.ID] = i
+		}
 	}
-	return n
+	return n, which
 }
 
 // firstPosts is msgs without redeliveries: each packbot id once, where it first came.

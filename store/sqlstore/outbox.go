@@ -36,7 +36,10 @@ const (
 	qAckOutboxListPostgres = `DELETE FROM outbox WHERE id = ANY($1::bigint[])`
 	qAckOutboxListSQLite   = `DELETE FROM outbox WHERE id IN (SELECT value FROM json_each($1))`
 	qRetryOutbox           = `UPDATE outbox SET next_attempt_at = $2, last_error = $3 WHERE id = $1`
-	qPendingOutbox         = `SELECT COUNT(*) FROM outbox WHERE identity = $1`
+	// qAsyncCommit commits the transaction it runs in without waiting for the WAL flush
+	// (PostgreSQL; see AckOutbox).
+	qAsyncCommit   = `SELECT set_config('synchronous_commit', 'off', true)`
+	qPendingOutbox = `SELECT COUNT(*) FROM outbox WHERE identity = $1`
 )
 
 // EnqueueOutbox stores a message and returns its id. CreatedAt and NextAttemptAt default to the
@@ -80,9 +83,15 @@ func (db *DB) ClaimOutbox(ctx context.Context, c store.OutboxClaim) ([]store.Out
 }
 
 // AckOutbox removes delivered messages in one statement; acking a missing message is not an
-// error. On PostgreSQL the statement goes in a batch with the completions of the moment (group
-// commit: the bot marks each message delivered as soon as the channel took it, so this runs as
-// often as messages go out, and shares their transactions' cost under load).
+// error. The bot marks each message delivered as soon as the channel took it, before the next
+// goes out, so this runs as often as messages go out, and its latency is the window in which a
+// crash of packbot sends a message again. On PostgreSQL the removals of concurrent callers
+// share one transaction (group commit), apart from the completions (a removal does not wait
+// behind a batch of them), committed without waiting for the WAL flush (synchronous_commit
+// off for that transaction only): visible to every replica at once, and so safe from a crash
+// of packbot, but lost — the messages sent again, with their ids — if PostgreSQL itself
+// crashes within the WAL writer's delay (≤ 3 × wal_writer_delay, 0.6 s by default) and before
+// a later synchronous commit flushed it. A message is never lost that way, only repeated.
 func (db *DB) AckOutbox(ctx context.Context, ids ...int64) error {
 	if len(ids) == 0 {
 		return nil
@@ -90,7 +99,10 @@ func (db *DB) AckOutbox(ctx context.Context, ids ...int64) error {
 	var err error
 	switch {
 	case db.d.name == postgres:
-		err = db.groupRun(ctx, &db.completions, "", func(b *pgx.Batch) { b.Queue(qAckOutboxListPostgres, ids) })
+		err = db.groupRun(ctx, &db.acks, "", func(b *pgx.Batch) {
+			b.Queue(qAsyncCommit)
+			b.Queue(qAckOutboxListPostgres, ids)
+		})
 	case len(ids) == 1:
 		_, err = db.conn().exec(ctx, qAckOutbox, ids[0])
 	default:
