@@ -483,9 +483,7 @@ func TestConnectionExists(t *testing.T) {
 	if got, err := s.ch.ConnectionExists(t.Context(), newUUID()); err != nil || !got {
 		t.Errorf("ConnectionExists with a webhook secret = %v, %v; want true", got, err)
 	}
-	s.agent.mu.Lock()
-	defer s.agent.mu.Unlock()
-	if s.agent.lookups != 0 {
-		t.Errorf("with a webhook secret the admin API was asked %d times", s.agent.lookups)
+	if n := s.agent.Lookups(); n != 0 {
+		t.Errorf("with a webhook secret the admin API was asked %d times", n)
 	}
 }

@@ -44,9 +44,7 @@ func TestLateAnnouncementVSAgent(t *testing.T) {
 			if c.secret == "" {
 				s.running().waitLog(t, "event of a connection never announced ignored")
 			}
-			b.agent.mu.Lock()
-			lookups := b.agent.lookups
-			b.agent.mu.Unlock()
+			lookups := b.agent.Lookups()
 			switch {
 			case c.secret == "" && lookups < 2:
 				t.Errorf("without a secret the admin API was asked %d times, want once per connection", lookups)

@@ -101,7 +101,7 @@ func (l *vaLoad) finish(ctx context.Context, t *testing.T, dsn string) {
 	}
 	var which []string
 	l.lost = d.lost
-	if l.resent, which = b.agent.resent(); l.resent > 0 {
+	if l.resent, which = b.agent.Resent(); l.resent > 0 {
 		t.Logf("sent again: %q", which)
 	}
 }

@@ -3,23 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/packbot/packbot/channel/vsagent/vsagenttest"
 	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/packs"
 )
@@ -27,35 +25,13 @@ import (
 // hooksSecret is the PACKBOT_WEBHOOK_SECRET of these tests.
 const hooksSecret = "q7-Rv2_Lk9.Tx4~Wm8Zp3"
 
-// vsAdmin is a VS Agent admin API that records what packbot posts, by connection.
-type vsAdmin struct {
-	*httptest.Server
-	mu   sync.Mutex
-	sent map[string][]map[string]any
-}
+// vsAdmin is the fake VS Agent (vsagenttest), as the listener tests read it.
+type vsAdmin struct{ *vsagenttest.Agent }
 
-func newVSAdmin(t *testing.T) *vsAdmin {
-	v := &vsAdmin{sent: map[string][]map[string]any{}}
-	v.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var m map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&m); err == nil && r.URL.Path == "/v1/message" {
-			v.mu.Lock()
-			conn := fmt.Sprint(m["connectionId"])
-			v.sent[conn] = append(v.sent[conn], m)
-			v.mu.Unlock()
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":%q}`, uuid.NewString())
-	}))
-	t.Cleanup(v.Close)
-	return v
-}
+func newVSAdmin(t *testing.T) *vsAdmin { return &vsAdmin{vsagenttest.New(t, nil)} }
 
-func (v *vsAdmin) count(conn string) int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return len(v.sent[conn])
-}
+// count is the number of messages packbot posted to conn.
+func (v *vsAdmin) count(conn string) int { return v.Count(conn) }
 
 // waitFor waits until ok holds, failing after a minute.
 func waitFor(t *testing.T, what string, ok func() bool) {
