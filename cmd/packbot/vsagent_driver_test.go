@@ -219,8 +219,6 @@ func (a *vsAgent) post(ctx context.Context, conn, route, body string) error {
 	}
 }
 
-func e2eNow() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z") }
-
 // connected posts connection-state-updated (completed) for conn.
 func (a *vsAgent) connected(ctx context.Context, conn string) error {
 	return a.post(ctx, conn, vsagenttest.RouteConnectionState, a.completed(conn))
