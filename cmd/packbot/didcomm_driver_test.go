@@ -496,16 +496,22 @@ func (w *dcWallet) chatLoad(ctx, load context.Context) error {
 
 // duplicates counts the messages the wallet got again with the id of one it had shown (and
 // dropped).
-func (w *dcWallet) duplicates() int {
+func (w *dcWallet) duplicates() (n int, which []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := 0
-	for _, e := range w.events {
-		if e["event"] == "duplicate" {
-			n++
+	kind, at := map[string]string{}, map[string]int{}
+	for i, e := range w.events {
+		id, _ := e["id"].(string)
+		if e["event"] != "duplicate" {
+			if _, ok := kind[id]; id != "" && !ok {
+				kind[id], at[id] = fmt.Sprint(e["event"]), i
+			}
+			continue
 		}
+		n++
+		which = append(which, fmt.Sprintf("%s to wallet %s (event %d, again as %d)", kind[id], w.name, at[id], i))
 	}
-	return n
+	return n, which
 }
 
 // textsLocked is every text received, redeliveries included: the wallet shows a message sent

@@ -42,16 +42,16 @@ type DB struct {
 	// stmts caches prepared statements by query text: preparing is most of the cost of a small
 	// query on SQLite, which otherwise parses the SQL on every call.
 	stmts sync.Map // string → *sql.Stmt
-	// accepts, completions and acks group the inbox's and the outbox's hot writes of
-	// concurrent callers into shared transactions on PostgreSQL (see group).
-	accepts, completions, acks group
+	// accepts and completions group the inbox's writes of concurrent callers into shared
+	// transactions on PostgreSQL (see group).
+	accepts, completions group
 }
 
 // newDB applies the options, migrates the database and returns the store. On error it closes
 // sqlDB (and pool, when there is one).
 func newDB(ctx context.Context, sqlDB *sql.DB, pool *pgxpool.Pool, d *dialect, opts *Options) (*DB, error) {
 	db := &DB{sql: sqlDB, pool: pool, d: d, log: slog.New(slog.DiscardHandler), now: time.Now,
-		accepts: group{max: groupMax}, completions: group{max: groupMax}, acks: group{max: groupMax}}
+		accepts: group{max: groupMax}, completions: group{max: groupMax}}
 	if opts != nil && opts.Logger != nil {
 		db.log = opts.Logger
 	}

@@ -84,14 +84,17 @@ func (db *DB) ClaimOutbox(ctx context.Context, c store.OutboxClaim) ([]store.Out
 
 // AckOutbox removes delivered messages in one statement; acking a missing message is not an
 // error. The bot marks each message delivered as soon as the channel took it, before the next
-// goes out, so this runs as often as messages go out, and its latency is the window in which a
-// crash of packbot sends a message again. On PostgreSQL the removals of concurrent callers
-// share one transaction (group commit), apart from the completions (a removal does not wait
-// behind a batch of them), committed without waiting for the WAL flush (synchronous_commit
-// off for that transaction only): visible to every replica at once, and so safe from a crash
-// of packbot, but lost — the messages sent again, with their ids — if PostgreSQL itself
-// crashes within the WAL writer's delay (≤ 3 × wal_writer_delay, 0.6 s by default) and before
-// a later synchronous commit flushed it. A message is never lost that way, only repeated.
+// goes out, so this runs as often as messages go out, and the time until its statement has left
+// for the database is the window in which a crash of packbot sends the message again. On
+// PostgreSQL the removal is its own transaction, sent at once, and committed without waiting
+// for the WAL flush (synchronous_commit off for that transaction only): it costs a round trip
+// and no disk wait, a crash of packbot after the statement left cannot undo it, and it is
+// visible to every replica at once — but it is lost (the messages sent again, with their ids)
+// if PostgreSQL itself crashes within the WAL writer's delay (≤ 3 × wal_writer_delay, 0.6 s by
+// default) before a later commit flushed it. A message is never lost that way, only repeated.
+// Removals are not grouped with each other or with the completions: with no disk flush to
+// share, a group would only make a removal wait for the batch in flight, widening the window
+// and making one crash repeat every message of that batch.
 func (db *DB) AckOutbox(ctx context.Context, ids ...int64) error {
 	if len(ids) == 0 {
 		return nil
@@ -99,7 +102,7 @@ func (db *DB) AckOutbox(ctx context.Context, ids ...int64) error {
 	var err error
 	switch {
 	case db.d.name == postgres:
-		err = db.groupRun(ctx, &db.acks, "", func(b *pgx.Batch) {
+		err = db.pgBatch(ctx, func(b *pgx.Batch) {
 			b.Queue(qAsyncCommit)
 			b.Queue(qAckOutboxListPostgres, ids)
 		})
