@@ -130,8 +130,8 @@ func BenchmarkInboxChatEvent(b *testing.B) { benchChatEvent(b, false) }
 // BenchmarkInboxChatEventMarked is BenchmarkInboxChatEvent as the bot does it since a delivered
 // message is marked before the next goes out: the reply is marked delivered (AckOutbox) right
 // after its completion, rather than with the next completion. The difference between the two
-// is the cost of the marks (on PostgreSQL a transaction of their own, shared by concurrent
-// connections and committed without waiting for the WAL flush).
+// is the cost of the marks (on PostgreSQL a transaction of their own, committed without waiting
+// for the WAL flush).
 //
 //	go test -run XXX -bench 'InboxChatEvent(Marked)?$' -benchtime 3000x -count 3 ./store/sqlstore
 func BenchmarkInboxChatEventMarked(b *testing.B) { benchChatEvent(b, true) }
