@@ -14,6 +14,7 @@ import (
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/flows"
 	"github.com/packbot/packbot/internal/logid"
+	"github.com/packbot/packbot/internal/retry"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
 )
@@ -61,9 +62,6 @@ type Config struct {
 	// RetryAfter is the wait before an event whose handling failed (a panic, an error) is
 	// handled again; it doubles with each failure (default 1 s).
 	RetryAfter time.Duration
-	// BeforeHandle, when set, is called before each event is handled, on the worker; a test
-	// makes it panic to prove that a panic is contained. Nil in production.
-	BeforeHandle func(channel.Event)
 	// Observer, when set, is told of each acceptance, handling and flow (metrics, traces).
 	Observer Observer
 	// Notified, when set, is called with the bus notifications of topics the bot does not
@@ -89,7 +87,6 @@ type Bot struct {
 	kr           *secret.Keyring
 	holder       string
 	caps         channel.Capabilities
-	hook         func(channel.Event)
 	obs          Observer
 
 	drain, leaseTTL, idle, acceptWait, every, retryAfter time.Duration
@@ -98,10 +95,7 @@ type Bot struct {
 	mu      sync.Mutex
 	workers map[string]*worker
 	// taking holds, by connection, the accept that is asking for the lease of a connection
-	// without a local worker; it is closed when that accept is done. Another accept for the
-	// connection waits for it: two at once would both take the lease, the second a new epoch,
-	// and the worker the first one started would lose it (and the connection would wait for
-	// the lease to run out).
+	// without a local worker; it is closed when that accept is done (see admit).
 	taking   map[string]chan struct{}
 	started  bool
 	stopping bool
@@ -114,8 +108,10 @@ type Bot struct {
 	cancelWork context.CancelFunc
 
 	kick  chan string // identities whose outbox should be delivered now
-	acks  chan int64  // delivered outbox messages, removed in batches
 	stats Stats
+	// unknown paces the log lines about events of unknown connections (anyone who reaches an
+	// unauthenticated webhook can make them).
+	unknown sparseLog
 
 	undeliveredMu sync.Mutex
 	undelivered   map[string]bool
@@ -128,11 +124,11 @@ func New(cfg Config) (*Bot, error) {
 	}
 	b := &Bot{
 		ch: cfg.Channel, st: cfg.Store, notifiedElse: cfg.Notified, log: cfg.Logger, now: cfg.Now, kr: cfg.Keyring,
-		holder: cfg.Holder, caps: channel.CapabilitiesOf(cfg.Channel), hook: cfg.BeforeHandle, obs: cfg.Observer,
+		holder: cfg.Holder, caps: channel.CapabilitiesOf(cfg.Channel), obs: cfg.Observer,
 		drain: cfg.DrainTimeout, leaseTTL: cfg.LeaseTTL, idle: cfg.Idle, acceptWait: cfg.AcceptWait,
 		every: cfg.OutboxInterval, retryAfter: cfg.RetryAfter, maxAttempts: cfg.MaxAttempts,
 		workers: map[string]*worker{}, taking: map[string]chan struct{}{}, live: make(chan struct{}),
-		kick: make(chan string, 256), acks: make(chan int64, 4096), undelivered: map[string]bool{},
+		kick: make(chan string, 256), undelivered: map[string]bool{}, unknown: sparseLog{every: time.Second},
 	}
 	if cfg.Flows != nil {
 		b.engine.Store(&engineRef{e: cfg.Flows})
@@ -236,43 +232,17 @@ func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event, 
 		return "refused", ctx.Err()
 	}
 	conn := ev.ConnectionID
-	b.mu.Lock()
-	local := false
-	for {
-		if b.stopping {
-			b.mu.Unlock()
-			return "refused", errStopping
-		}
-		_, local = b.workers[conn]
-		busy, waiting := b.taking[conn]
-		if local || !waiting {
-			break
-		}
-		b.mu.Unlock()
-		select {
-		case <-busy:
-		case <-ctx.Done():
-			return "refused", ctx.Err()
-		}
-		b.mu.Lock()
+	local, done, err := b.admit(ctx, conn)
+	if err != nil {
+		return "refused", err
 	}
-	if !local {
-		done := make(chan struct{})
-		b.taking[conn] = done
-		defer func() {
-			b.mu.Lock()
-			delete(b.taking, conn)
-			b.mu.Unlock()
-			close(done)
-		}()
-	}
-	b.mu.Unlock()
+	defer done()
 	a := store.Accept{Event: ev, TTL: b.leaseTTL}
 	if !local {
 		a.Holder = b.holder
 	}
 	var acc store.Accepted
-	err := b.retry(ctx, b.acceptWait, "accept event", func(ctx context.Context) error {
+	err = b.retry(ctx, b.acceptWait, "accept event", func(ctx context.Context) error {
 		a.Now = b.now()
 		var err error
 		acc, err = b.st.AcceptEvent(ctx, a)
@@ -282,22 +252,20 @@ func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event, 
 		b.stats.Refused.Add(1)
 		return "refused", fmt.Errorf("accept event %s of %s: %w", ev.Kind, logid.Conn(conn), err)
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if acc.Duplicate {
 		b.stats.Duplicates.Add(1)
 		// A redelivery, or the retry of an accept whose commit went through but whose answer
 		// was lost (the store restarting): then the event waits, and the lease may be this
 		// process's with no worker here to handle it until the lease runs out. A worker is
 		// started (it takes the lease and fetches what is pending).
-		b.mu.Lock()
-		defer b.mu.Unlock()
 		if b.workers[conn] == nil && !b.stopping && acc.Lease.Holder == b.holder {
 			b.spawn(conn, nil)
 		}
 		return "duplicate", nil
 	}
 	b.stats.Accepted.Add(1)
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	w := b.workers[conn]
 	switch {
 	case w != nil:
@@ -313,27 +281,56 @@ func (b *Bot) accept(ctx context.Context, ev store.InboxEvent, e channel.Event, 
 	return "accepted", nil
 }
 
+// admit lets one accept of conn through: local when this replica has a worker for conn (the
+// accept then asks for no lease). Without one, it waits for another accept of conn that is
+// asking for the lease — two at once would both take it, the second a new epoch, and the
+// worker the first one started would lose it — and then asks itself: done ends its turn.
+func (b *Bot) admit(ctx context.Context, conn string) (local bool, done func(), err error) {
+	b.mu.Lock()
+	for {
+		if b.stopping {
+			b.mu.Unlock()
+			return false, nil, errStopping
+		}
+		_, local = b.workers[conn]
+		busy, waiting := b.taking[conn]
+		if local || !waiting {
+			break
+		}
+		b.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return false, nil, ctx.Err()
+		}
+		b.mu.Lock()
+	}
+	defer b.mu.Unlock()
+	if local {
+		return true, func() {}, nil
+	}
+	turn := make(chan struct{})
+	b.taking[conn] = turn
+	return false, func() {
+		b.mu.Lock()
+		delete(b.taking, conn)
+		b.mu.Unlock()
+		close(turn)
+	}, nil
+}
+
 // retry runs op until it succeeds, fails with an error that is not store.ErrUnavailable, or
 // wait has passed (then the last error is returned); backoff from 50 ms to 2 s.
 func (b *Bot) retry(ctx context.Context, wait time.Duration, what string, op func(context.Context) error) error {
-	deadline := time.Now().Add(wait)
-	delay := 50 * time.Millisecond
-	for {
-		err := op(ctx)
-		if err == nil || !errors.Is(err, store.ErrUnavailable) || time.Now().Add(delay).After(deadline) {
-			return err
-		}
-		b.log.WarnContext(ctx, "store unavailable; retrying", slog.String("op", what), slog.Duration("in", delay), slog.Any("err", err))
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return errors.Join(err, ctx.Err())
-		case <-t.C:
-		}
-		delay = min(2*delay, 2*time.Second)
-	}
+	p := retry.Policy{First: 50 * time.Millisecond, Max: 2 * time.Second, Within: wait, Retryable: unavailable,
+		OnRetry: func(err error, in time.Duration) {
+			b.log.WarnContext(ctx, "store unavailable; retrying", slog.String("op", what), slog.Duration("in", in), slog.Any("err", err))
+		}}
+	return p.Do(ctx, op)
 }
+
+// unavailable reports whether err is worth retrying as it is (the store restarting).
+func unavailable(err error) bool { return errors.Is(err, store.ErrUnavailable) }
 
 // Run runs the replica's background work (heartbeat, lease renewals, takeovers, the outbox,
 // notifications between replicas) until ctx ends; then it stops taking events, lets running
@@ -364,7 +361,7 @@ func (b *Bot) Run(ctx context.Context) error {
 	b.log.InfoContext(ctx, "bot running", slog.Bool("bus", b.bus != nil))
 
 	var bg sync.WaitGroup
-	for _, loop := range []func(context.Context){b.deliverLoop, b.ackLoop, b.heartbeatLoop, b.renewLoop, b.takeoverLoop, b.purgeLoop, b.listenLoop} {
+	for _, loop := range []func(context.Context){b.deliverLoop, b.heartbeatLoop, b.renewLoop, b.takeoverLoop, b.purgeLoop, b.listenLoop} {
 		bg.Add(1)
 		go func() { defer bg.Done(); loop(ctx) }()
 	}
@@ -392,7 +389,6 @@ func (b *Bot) Run(ctx context.Context) error {
 	// Give the connections up at once rather than when the leases expire.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	b.flushAcks(fctx)
 	if err := b.st.ForgetHolder(fctx, b.holder); err != nil {
 		b.log.Warn("give the connections up", slog.Any("err", err))
 	}

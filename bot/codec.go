@@ -54,7 +54,7 @@ func eventAAD(conn string) store.CredentialKey {
 // a keyring, with the trace context tp when it is not "".
 func (b *Bot) encode(conn string, payload []byte, tp string) ([]byte, error) {
 	if b.kr != nil {
-		s, err := b.kr.Seal(eventAAD(conn), payload)
+		s, err := b.kr.SealJSON(eventAAD(conn), json.RawMessage(payload))
 		if err != nil {
 			return nil, fmt.Errorf("seal event: %w", err)
 		}
@@ -93,8 +93,8 @@ func (b *Bot) decodePayload(ev store.InboxEvent, payload []byte) (channel.Event,
 		if b.kr == nil {
 			return nil, errors.New("sealed event and no MCP_CONFIG_ENCRYPTION_KEY to open it")
 		}
-		plain, err := b.kr.Open(eventAAD(ev.ConnectionID), s.Sealed)
-		if err != nil {
+		var plain json.RawMessage
+		if err := b.kr.OpenJSON(eventAAD(ev.ConnectionID), s.Sealed, &plain); err != nil {
 			return nil, err
 		}
 		payload = plain

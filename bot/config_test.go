@@ -194,3 +194,31 @@ func TestCredentialConfigSurvivesRestart(t *testing.T) {
 		t.Fatal("the database file holds a secret in clear")
 	}
 }
+
+// TestProgressTextBeforeSlowCheck: "Checking the connection to …" reaches the user while the
+// credential test is still running (the vault holds it), not with the result once it ended:
+// a progress text goes out at once.
+func TestProgressTextBeforeSlowCheck(t *testing.T) {
+	ctx := testCtx(t)
+	vault := &holdVault{release: make(chan struct{}), held: make(chan struct{}), auth: make(chan string, 256)}
+	h := newHarness(t, harnessOptions{vaultMiddleware: vault.wrap})
+	en := func(key string, args ...string) string { return h.cat.T("en", key, args...) }
+	u := h.login(ctx, "ana@acme.corp", "Ana", "employee", "en")
+	u.selectItem(ctx, "mcp-config")
+	u.answer(ctx, u.question(ctx), "vault")
+	u.text(ctx) // the first field's prompt
+	u.say(ctx, "my-account")
+	vault.armed.Store(true)
+	if err := u.w.SendText(ctx, vaultToken, ""); err != nil {
+		t.Fatal(err)
+	}
+	<-vault.held // the check is running, and cannot end until released
+	if got := u.text(ctx); got != en("MCP_CONFIG_TESTING", "server", "vault") {
+		t.Fatalf("while the check runs the user got %q, want MCP_CONFIG_TESTING", got)
+	}
+	vault.armed.Store(false)
+	close(vault.release)
+	if got := u.text(ctx); got != en("MCP_CONFIG_SUCCESS", "server", "vault", "count", "9") {
+		t.Fatalf("after the check the user got %q, want MCP_CONFIG_SUCCESS", got)
+	}
+}

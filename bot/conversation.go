@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/internal/retry"
 	"github.com/packbot/packbot/store"
 )
 
@@ -81,7 +82,7 @@ func (c *conversation) Next(ctx context.Context, take func(channel.Event) bool) 
 			return ev, nil
 		case errors.Is(err, store.ErrUnavailable):
 			c.w.log.WarnContext(ctx, "answers: store unavailable; retrying", slog.Any("err", err))
-			if !pause(ctx, retryDelay(failures)) {
+			if !retry.Sleep(ctx, retryDelay(failures)) {
 				return nil, ctx.Err()
 			}
 			failures++

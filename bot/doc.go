@@ -1,11 +1,14 @@
 // Package bot is packbot's event pipeline (architecture.md, "The event pipeline"): it accepts
 // each inbound event into the store's inbox before the channel acknowledges it, handles the
 // events of one connection strictly in order — one at a time, on the one replica that holds the
-// connection's lease, connections in parallel — and commits everything an event caused (the
-// session, chat memory, audit rows, the replies through the outbox) with the event's completion
-// in one transaction, then delivers. A crash at any point leaves every acknowledged event in the
-// inbox or completed: handled again, it is answered once (messages carry stable ids), and
-// external work it began (a tool call, a credential test) is reported, never repeated.
+// connection's lease, connections in parallel — in four steps (process): prepare (the
+// session, and whether the event is handled at all), run the flow, commit everything the event
+// caused (the session, chat memory, audit rows, the replies through the outbox) with its
+// completion in one transaction, then deliver, marking each message delivered before the next
+// goes out. A crash at any point leaves every acknowledged event in the inbox or completed:
+// handled again, it is answered once (messages carry stable ids), external work it began (a
+// tool call, a credential test) is reported, never repeated, and at most the one message the
+// channel was taking goes out again, with its id.
 //
 // Faults stay with their event: a panic is recovered, the event is retried after a pause and
 // parked after Config.MaxAttempts with an apology to the user (operators list and replay parked

@@ -6,23 +6,19 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/packbot/packbot/agent"
 	"github.com/packbot/packbot/agent/agenttest"
-	"github.com/packbot/packbot/approvals"
 	"github.com/packbot/packbot/bot"
+	"github.com/packbot/packbot/bot/bottest"
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/channeltest"
 	"github.com/packbot/packbot/flows"
 	"github.com/packbot/packbot/i18n"
-	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/mcp/demoserver"
 	"github.com/packbot/packbot/mcp/oauth"
 	"github.com/packbot/packbot/mcp/oauth/oauthtest"
@@ -33,9 +29,6 @@ import (
 	"github.com/packbot/packbot/store/storetest"
 	"github.com/packbot/packbot/telemetry"
 )
-
-// testKey is the MCP_CONFIG_ENCRYPTION_KEY of the tests.
-const testKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
 // vaultToken is the token the vault server accepts.
 const vaultToken = "vault-token-s3cr3t-7f1c"
@@ -109,57 +102,40 @@ mcp:
             headerTemplate: "Bearer {value}"
 `
 
+// hrServer is the pack's "hr" server of harnessOptions.oauth: user-controlled, OAuth 2.1 sign-in
+// at an in-process authorization server.
+const hrServer = `
+    - name: hr
+      url: "${HR_URL}"
+      accessMode: user-controlled
+      authentication: {mode: oauth2, issuer: "${HR_ISSUER}"}
+`
+
 // harness is a bot on the memory channel, with real MCP servers, a scripted LLM and a real
-// store.
+// store (a bottest world).
 type harness struct {
 	t     testing.TB
+	w     *bottest.World
 	ch    *channeltest.Memory
 	st    store.Store
 	llm   *agenttest.Server
 	bank  *demoserver.Server
 	vault *demoserver.Server
-	pool  *mcp.Pool
-	appr  *approvals.Service
 	as    *oauthtest.AuthServer
-	// offset moves the approvals' clock (expiry tests).
-	offset atomic.Int64
-	bot    *bot.Bot
-	cat    *i18n.Catalog
-	logs   *syncBuffer
-	stop   func()
-	kr     *secret.Keyring
-	// hook runs before each event is handled (BeforeHandle): a test makes it panic.
-	hook                    func(channel.Event)
-	announced               bool
-	maxAttempts             int
-	drain, idle, acceptWait time.Duration
+	bot   *bot.Bot
+	cat   *i18n.Catalog
+	logs  *syncBuffer
 	// restored are the wallets of harnessOptions.restore.
 	restored map[string]*channeltest.MemoryWallet
-	tel      *telemetry.Telemetry
-	// deps are the flows engine's; env the pack's placeholders (a test swaps in another pack).
-	deps flows.Deps
-	env  map[string]string
 }
+
+// stop stops the bot, the pool and the channel (a restart: a test starts another harness on
+// the same store); safe to call more than once.
+func (h *harness) stop() { h.w.Stop() }
 
 // engineFor builds a flows engine for another pack (src, with the harness's placeholders) over
 // the harness's pool, store and approvals.
-func (h *harness) engineFor(src string) *flows.Engine {
-	h.t.Helper()
-	p, err := packs.Parse("swapped.yaml", []byte(src), packs.MapEnv(h.env))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	d := h.deps
-	d.Pack = p
-	if d.Catalog, err = i18n.New(p); err != nil {
-		h.t.Fatal(err)
-	}
-	e, err := flows.New(d)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return e
-}
+func (h *harness) engineFor(src string) *flows.Engine { return h.w.Engine(h.t, src) }
 
 type harnessOptions struct {
 	postgres     bool
@@ -172,8 +148,8 @@ type harnessOptions struct {
 	// oauth adds the server "hr": user-controlled, OAuth 2.1 sign-in at an in-process
 	// authorization server, with the real oauth.Manager and its callback.
 	oauth bool
-	// hook runs before each event is handled.
-	hook func(channel.Event)
+	// model, when set, wraps the language model the flows use (a test makes it panic).
+	model func(flows.Model) flows.Model
 	// bankMiddleware wraps the bank MCP server's handler (to hold a call).
 	bankMiddleware func(http.Handler) http.Handler
 	// maxAttempts is the bot's MaxAttempts (0: its default).
@@ -193,6 +169,8 @@ type harnessOptions struct {
 	acceptWait time.Duration
 	// announced makes the channel a connection announcer (as the VS Agent's is).
 	announced bool
+	// channel, when set, is the bot's channel: a wrapper of the memory channel.
+	channel func(*channeltest.Memory) channel.Channel
 	// tel, when set, observes the bot, the model, the pool and the approvals.
 	tel *telemetry.Telemetry
 }
@@ -233,7 +211,7 @@ func openStore(t testing.TB, postgres bool) store.Store {
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
-	h := &harness{t: t, logs: &syncBuffer{}, hook: o.hook, announced: o.announced, tel: o.tel, maxAttempts: o.maxAttempts, drain: o.drain, idle: o.idle, acceptWait: o.acceptWait, restored: map[string]*channeltest.MemoryWallet{}}
+	h := &harness{t: t, logs: &syncBuffer{}, restored: map[string]*channeltest.MemoryWallet{}}
 	h.st = o.store
 	if h.st == nil {
 		h.st = openStore(t, o.postgres)
@@ -243,52 +221,72 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	}
 	h.llm = agenttest.New(t)
 	h.bank = demoserver.New(&demoserver.Options{Name: "bank"})
-	var bankHandler http.Handler = h.bank.Handler()
-	if o.bankMiddleware != nil {
-		bankHandler = o.bankMiddleware(bankHandler)
-	}
-	bankSrv := httptest.NewServer(bankHandler)
+	bankSrv := httptest.NewServer(middleware(o.bankMiddleware, h.bank.Handler()))
 	t.Cleanup(bankSrv.Close)
 	h.vault = demoserver.New(&demoserver.Options{Name: "vault", Token: vaultToken})
-	var vaultHandler http.Handler = h.vault.Handler()
-	if o.vaultMiddleware != nil {
-		vaultHandler = o.vaultMiddleware(vaultHandler)
-	}
-	vaultSrv := httptest.NewServer(vaultHandler)
+	vaultSrv := httptest.NewServer(middleware(o.vaultMiddleware, h.vault.Handler()))
 	t.Cleanup(vaultSrv.Close)
 
 	env := map[string]string{"LLM_URL": h.llm.URL, "BANK_URL": bankSrv.URL + "/mcp", "VAULT_URL": vaultSrv.URL + "/mcp"}
-	servers := ""
+	pack := testPack
 	if o.oauth {
 		h.as = oauthtest.NewAuthServer(oauthtest.NewClock())
 		t.Cleanup(h.as.Close)
 		hr := oauthtest.NewProtectedMCP(h.as)
 		t.Cleanup(hr.Close)
-		env["HR_URL"], env["HR_ISSUER"] = hr.Endpoint, h.as.URL()
 		// The authorization server is on another loopback port than hr: the pack names it.
-		servers = `
-    - name: hr
-      url: "${HR_URL}"
-      accessMode: user-controlled
-      authentication: {mode: oauth2, issuer: "${HR_ISSUER}"}
-`
+		env["HR_URL"], env["HR_ISSUER"] = hr.Endpoint, h.as.URL()
+		pack += hrServer
 	}
 	if o.authRequired {
 		env["AUTH_REQ"] = "true"
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "agent-pack.yaml"), []byte(testPack+servers), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p, err := packs.Load(packs.Options{Path: dir, Env: packs.MapEnv(env)})
-	if err != nil {
-		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if o.quiet {
 		log = slog.New(slog.DiscardHandler)
 	}
-	key, err := secret.ParseKey(testKey)
+	h.ch = channeltest.NewMemory()
+	wo := bottest.Options{Pack: pack, Env: env, Store: h.st, Channel: h.ch, Logger: log, Model: o.model, Telemetry: o.tel,
+		Bot: bot.Config{MaxAttempts: o.maxAttempts, DrainTimeout: o.drain, Idle: o.idle, AcceptWait: o.acceptWait, RetryAfter: 100 * time.Millisecond}}
+	if !o.noLLM {
+		wo.LLMURL = h.llm.URL
+	}
+	switch {
+	case o.channel != nil:
+		wo.BotChannel = o.channel(h.ch)
+	case o.announced:
+		wo.BotChannel = announcing{h.ch}
+	}
+	if o.oauth {
+		om := h.oauthManager(t, log, env)
+		wo.Authorizer, wo.OAuth = om, om
+	}
+	h.w = bottest.New(t, wo)
+	h.bot, h.cat = h.w.Bot, h.w.Catalog
+	for conn, claims := range o.restore {
+		h.restored[conn] = h.ch.Restore(conn, claims)
+	}
+	h.w.Run(t)
+	h.w.WaitTools(t, "bank")
+	return h
+}
+
+// middleware is next wrapped by mw, when there is one.
+func middleware(mw func(http.Handler) http.Handler, next http.Handler) http.Handler {
+	if mw == nil {
+		return next
+	}
+	return mw(next)
+}
+
+// oauthManager is the real oauth.Manager of the "hr" server, with its callback on loopback; as
+// serve wires it, its confirmation goes through the bot's outbox.
+func (h *harness) oauthManager(t testing.TB, log *slog.Logger, env map[string]string) *oauth.Manager {
+	p, err := packs.Parse("oauth.yaml", []byte(testPack+hrServer), packs.MapEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := secret.ParseKey(bottest.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,115 +294,17 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := mcp.Config{Servers: p.MCP.Servers, Credentials: h.st, Keyring: kr, Logger: log}
-	acfg := agent.Config{Provider: agent.ProviderOpenAI, Model: "scripted", BaseURL: h.llm.URL, Logger: log}
-	if o.tel != nil {
-		cfg.Observer, acfg.Observer = o.tel, o.tel
-	}
-	var model *agent.Model
-	if !o.noLLM {
-		if model, err = agent.New(acfg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var om *oauth.Manager
-	if o.oauth {
-		mux := http.NewServeMux()
-		cb := httptest.NewServer(mux)
-		t.Cleanup(cb.Close)
-		om, err = oauth.New(oauth.Config{Credentials: h.st, Records: h.st, Keyring: kr, Servers: p.MCP.Servers, Logger: log,
-			CallbackURL: cb.URL + oauth.DefaultCallbackPath,
-			// As serve wires it: the confirmation goes through the outbox.
-			OnAuthorized: func(ctx context.Context, identity, server string) { h.bot.OAuthAuthorized(ctx, identity, server) }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux.Handle("GET "+oauth.DefaultCallbackPath, om.CallbackHandler())
-		cfg.Authorizer = om
-	}
-	h.pool, err = mcp.New(cfg)
+	mux := http.NewServeMux()
+	cb := httptest.NewServer(mux)
+	t.Cleanup(cb.Close)
+	om, err := oauth.New(oauth.Config{Credentials: h.st, Records: h.st, Keyring: kr, Servers: p.MCP.Servers, Logger: log,
+		CallbackURL:  cb.URL + oauth.DefaultCallbackPath,
+		OnAuthorized: func(ctx context.Context, identity, server string) { h.bot.OAuthAuthorized(ctx, identity, server) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.cat, err = i18n.New(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	apcfg := approvals.Config{Store: h.st, Pack: p, MCP: h.pool, Logger: log,
-		Now:           func() time.Time { return time.Now().Add(time.Duration(h.offset.Load())) },
-		Kick:          func(id string) { h.bot.Kick(id) },
-		BadgesChanged: func(ctx context.Context, ids []string) { h.bot.RefreshMenus(ctx, ids) }}
-	if o.tel != nil {
-		apcfg.Observer = o.tel
-	}
-	h.appr, err = approvals.New(apcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.ch = channeltest.NewMemory()
-	d := flows.Deps{Pack: p, Catalog: h.cat, Store: h.st, MCP: h.pool, Keyring: kr, Channel: channel.CapabilitiesOf(h.ch), Logger: log,
-		Approvals: h.appr}
-	if om != nil {
-		d.OAuth = om
-	}
-	d.Model = model
-	h.deps, h.env = d, env
-	engine, err := flows.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.kr = kr
-	for conn, claims := range o.restore {
-		h.restored[conn] = h.ch.Restore(conn, claims)
-	}
-	h.start(engine, log)
-	h.waitTools("bank")
-	return h
-}
-
-// waitTools waits until the pool knows the tools of server.
-func (h *harness) waitTools(server string) {
-	h.t.Helper()
-	ctx := testCtx(h.t)
-	for {
-		cat, changed := h.pool.Catalog()
-		if len(cat.Server(server)) > 0 {
-			return
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			h.t.Fatalf("the pool never listed the tools of %s", server)
-		}
-	}
-}
-
-// start runs the pool, the bot and the channel until the test ends (or h.stop).
-func (h *harness) start(engine *flows.Engine, log *slog.Logger) {
-	var err error
-	var ch channel.Channel = h.ch
-	if h.announced {
-		ch = announcing{h.ch}
-	}
-	cfg := bot.Config{Channel: ch, Store: h.st, Flows: engine, Logger: log, Keyring: h.kr, BeforeHandle: h.hook,
-		MaxAttempts: h.maxAttempts, DrainTimeout: h.drain, Idle: h.idle, AcceptWait: h.acceptWait,
-		RetryAfter: 100 * time.Millisecond}
-	if h.tel != nil {
-		cfg.Observer = h.tel.Bot("memory")
-	}
-	h.bot, err = bot.New(cfg)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); _ = h.pool.Run(ctx) }()
-	go func() { defer wg.Done(); _ = h.bot.Run(ctx) }()
-	go func() { defer wg.Done(); _ = h.ch.Run(ctx, h.bot) }()
-	var once sync.Once
-	h.stop = func() { once.Do(func() { cancel(); wg.Wait(); h.pool.Close() }) }
-	h.t.Cleanup(h.stop)
+	mux.Handle("GET "+oauth.DefaultCallbackPath, om.CallbackHandler())
+	return om
 }
 
 // user is one wallet of the memory channel.

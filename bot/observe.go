@@ -37,7 +37,7 @@ func outcomeName(o outcome, parked bool) string {
 	switch {
 	case parked:
 		return "parked"
-	case o == outcomeDone, o == outcomeGone:
+	case o == outcomeDone, o == outcomeGone, o == outcomeForgotten:
 		return "completed"
 	case o == outcomeRetry:
 		return "retry"

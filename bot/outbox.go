@@ -12,6 +12,7 @@ import (
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/internal/logid"
+	"github.com/packbot/packbot/internal/retry"
 	"github.com/packbot/packbot/store"
 )
 
@@ -25,7 +26,6 @@ const (
 	outboxLease  = 30 * time.Second
 	outboxBatch  = 50
 	offlineRetry = time.Hour
-	ackEvery     = 50 * time.Millisecond
 )
 
 // Notify stores a notice for identity in the durable outbox and delivers it now if the identity
@@ -48,57 +48,6 @@ func (b *Bot) Kick(identity string) {
 	select {
 	case b.kick <- identity:
 	default:
-	}
-}
-
-// ack marks an outbox message delivered; acks are written in batches.
-func (b *Bot) ack(id int64) {
-	select {
-	case b.acks <- id:
-	default:
-		// The batcher is behind: write this one now rather than wait.
-		if err := b.st.AckOutbox(b.work, id); err != nil {
-			b.log.Warn("ack outbox message", slog.Int64("id", id), slog.Any("err", err))
-		}
-	}
-}
-
-// ackLoop removes delivered outbox messages in batches, until ctx ends.
-func (b *Bot) ackLoop(ctx context.Context) {
-	t := time.NewTicker(ackEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			// A batch taken from the queue is written even if ctx ends meanwhile (a graceful
-			// stop): its messages were delivered, and must not go out again after a restart.
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			b.flushAcks(wctx)
-			cancel()
-		}
-	}
-}
-
-// flushAcks writes the acks waiting in the batch.
-func (b *Bot) flushAcks(ctx context.Context) {
-	var ids []int64
-	for len(ids) < 1000 {
-		select {
-		case id := <-b.acks:
-			ids = append(ids, id)
-			continue
-		default:
-		}
-		break
-	}
-	if len(ids) == 0 {
-		return
-	}
-	if err := b.st.AckOutbox(ctx, ids...); err != nil && ctx.Err() == nil {
-		// Not acked: the deliverer sends them again with the same ids once their lease ends.
-		b.log.WarnContext(ctx, "ack outbox messages", slog.Int("count", len(ids)), slog.Any("err", err))
 	}
 }
 
@@ -150,11 +99,7 @@ func (b *Bot) deliver(ctx context.Context, c store.OutboxClaim, horizon time.Dur
 				continue
 			}
 			b.markUndelivered(m.Identity, false)
-			// Acked at once (not batched): a kick claims an identity's messages due within
-			// hours, which would take this one again while its ack waits in a batch.
-			if err := b.st.AckOutbox(ctx, m.ID); err != nil {
-				b.log.WarnContext(ctx, "ack outbox message", slog.Int64("id", m.ID), slog.Any("err", err))
-			}
+			b.delivered(ctx, m.ID)
 		}
 		if len(msgs) < outboxBatch {
 			return
@@ -222,11 +167,7 @@ func (b *Bot) deliverOne(ctx context.Context, m store.OutboxMessage, cache map[s
 
 // backoff is the wait before the next attempt: 5 s doubling to 10 minutes.
 func backoff(attempts int) time.Duration {
-	d := 5 * time.Second
-	for i := 1; i < attempts && d < 10*time.Minute; i++ {
-		d *= 2
-	}
-	return min(d, 10*time.Minute)
+	return retry.Policy{First: 5 * time.Second, Max: 10 * time.Minute}.Delay(attempts)
 }
 
 // RefreshMenus is told that the badge counts of identities may have changed: every replica

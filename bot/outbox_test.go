@@ -1,14 +1,20 @@
 package bot_test
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/packbot/packbot/bot"
+	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/channel/channeltest"
 	"github.com/packbot/packbot/mcp/oauth/oauthtest"
+	"github.com/packbot/packbot/store"
 )
 
 // TestNoticeReachesUserWhenTheyConnect: a notice for an identity with no connection waits in the
@@ -94,5 +100,113 @@ func TestOAuthSignInConversation(t *testing.T) {
 		if strings.Contains(logs, s) {
 			t.Errorf("a log line holds the secret or sign-in link %q", s)
 		}
+	}
+}
+
+// ackWatch records, through the store, which outbox row holds each message (the completion that
+// committed it) and which rows were marked delivered (committed).
+type ackWatch struct {
+	store.Store
+	mu    sync.Mutex
+	rowOf map[string]int64 // message id → its outbox row
+	acked map[int64]bool
+}
+
+func (a *ackWatch) CompleteEvent(ctx context.Context, c store.Completion) (store.Completed, error) {
+	done, err := a.Store.CompleteEvent(ctx, c)
+	if err != nil {
+		return done, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, m := range c.Outbox {
+		var o channel.Outbound
+		if json.Unmarshal(m.Payload, &o) == nil && i < len(done.OutboxIDs) {
+			a.rowOf[o.ID()] = done.OutboxIDs[i]
+		}
+	}
+	return done, nil
+}
+
+func (a *ackWatch) AckOutbox(ctx context.Context, ids ...int64) error {
+	err := a.Store.AckOutbox(ctx, ids...)
+	if err == nil {
+		a.mu.Lock()
+		for _, id := range ids {
+			a.acked[id] = true
+		}
+		a.mu.Unlock()
+	}
+	return err
+}
+
+// sendWatch is the memory channel, checking as each message goes out that every message sent
+// before it through the outbox was marked delivered already.
+type sendWatch struct {
+	*channeltest.Memory
+	st *ackWatch
+
+	mu      sync.Mutex
+	sent    []string // ids of the messages sent so far
+	checked int      // sends checked against an earlier outbox message
+	unacked []string // messages whose row was still there when a later one went out
+}
+
+func (s *sendWatch) before(id string) {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, prev := range s.sent {
+		row, ok := s.st.rowOf[prev]
+		if !ok {
+			continue // not an outbox message (a progress text)
+		}
+		s.checked++
+		if !s.st.acked[row] {
+			s.unacked = append(s.unacked, prev+" before "+id)
+		}
+	}
+	s.sent = append(s.sent, id)
+}
+
+func (s *sendWatch) SendText(ctx context.Context, conn string, t channel.Text) (string, error) {
+	s.before(t.ID)
+	return s.Memory.SendText(ctx, conn, t)
+}
+
+func (s *sendWatch) SendMenu(ctx context.Context, conn string, m channel.Menu) error {
+	s.before(m.ID)
+	return s.Memory.SendMenu(ctx, conn, m)
+}
+
+func (s *sendWatch) RequestProof(ctx context.Context, conn string, r channel.ProofRequest) (string, error) {
+	s.before(r.ID)
+	return s.Memory.RequestProof(ctx, conn, r)
+}
+
+// TestDeliveredMarkedBeforeTheNext: each message of a connection is marked delivered — its
+// outbox row removed, committed — before the next one goes out, so that a crash can send again
+// at most the message the channel was taking.
+func TestDeliveredMarkedBeforeTheNext(t *testing.T) {
+	ctx := testCtx(t)
+	aw := &ackWatch{rowOf: map[string]int64{}, acked: map[int64]bool{}}
+	var sw *sendWatch
+	h := newHarness(t, harnessOptions{
+		wrap: func(s store.Store) store.Store { aw.Store = s; return aw },
+		channel: func(m *channeltest.Memory) channel.Channel {
+			sw = &sendWatch{Memory: m, st: aw}
+			return sw
+		}})
+	u := h.login(ctx, "ana@acme.corp", "Ana", "employee", "en")
+	for _, text := range []string{"hello", "/help", "how are you?"} {
+		if got := u.say(ctx, text); got == "" {
+			t.Fatalf("no answer to %q", text)
+		}
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if len(sw.unacked) > 0 || sw.checked == 0 {
+		t.Errorf("%d sends checked; messages still in the outbox when the next went out: %q", sw.checked, sw.unacked)
 	}
 }

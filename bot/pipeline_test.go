@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packbot/packbot/agent"
 	"github.com/packbot/packbot/agent/agenttest"
 	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/flows"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/sqlstore"
 )
@@ -50,10 +52,8 @@ func TestPanicContainedParkedAndReplayed(t *testing.T) {
 	ctx := testCtx(t)
 	var poison atomic.Bool
 	poison.Store(true)
-	h := newHarness(t, harnessOptions{maxAttempts: 2, hook: func(e channel.Event) {
-		if in, ok := e.(channel.TextReceived); ok && in.Content == "boom" && poison.Load() {
-			panic("a flow bug")
-		}
+	h := newHarness(t, harnessOptions{maxAttempts: 2, model: func(m flows.Model) flows.Model {
+		return panicky{Model: m, on: "boom", armed: &poison}
 	}})
 	ana := h.connect(ctx, map[string]string{"email": "ana@acme.corp"}, "es")
 	ana.text(ctx)
@@ -290,4 +290,19 @@ func (hv *holdVault) wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// panicky is a language model that panics on the turn of one text while armed: a bug deep in a
+// flow.
+type panicky struct {
+	flows.Model
+	on    string
+	armed *atomic.Bool
+}
+
+func (p panicky) Run(ctx context.Context, t agent.Turn, exec agent.Executor) (agent.Reply, error) {
+	if t.User == p.on && p.armed.Load() {
+		panic("a flow bug")
+	}
+	return p.Model.Run(ctx, t, exec)
 }

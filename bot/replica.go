@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/packbot/packbot/internal/retry"
 	"github.com/packbot/packbot/store"
 )
 
@@ -126,31 +128,44 @@ func (b *Bot) listenLoop(ctx context.Context) {
 	if b.bus == nil {
 		return
 	}
-	delay := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		ready := make(chan struct{})
-		go func() {
-			select {
-			case <-ready:
-				// Subscribed: what was published before may have been missed.
-				b.takeoverAll()
-			case <-ctx.Done():
-			}
-		}()
-		err := b.bus.Listen(ctx, b.holder, ready, b.notified)
+	backoff := retry.Policy{First: 100 * time.Millisecond, Max: 5 * time.Second}
+	for failures := 1; ctx.Err() == nil; failures++ {
+		subscribed, err := b.listen(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		b.log.WarnContext(ctx, "replica notifications lost; listening again", slog.Duration("in", delay), slog.Any("err", err))
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+		if subscribed {
+			failures = 1 // it worked for a while: start the backoff again
 		}
-		delay = min(2*delay, 5*time.Second)
+		delay := backoff.Delay(failures)
+		b.log.WarnContext(ctx, "replica notifications lost; listening again", slog.Duration("in", delay), slog.Any("err", err))
+		if !retry.Sleep(ctx, delay) {
+			return
+		}
 	}
+}
+
+// listen is one subscription to the bus, until it fails or ctx ends. Once subscribed, every
+// local worker looks at its connection again: what was published before may have been missed.
+func (b *Bot) listen(ctx context.Context) (subscribed bool, err error) {
+	ready, over := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-ready:
+			b.takeoverAll()
+		case <-over:
+		}
+	})
+	err = b.bus.Listen(ctx, b.holder, ready, b.notified)
+	close(over) // the watcher ends with the attempt, subscribed or not
+	wg.Wait()
+	select {
+	case <-ready:
+		subscribed = true
+	default:
+	}
+	return subscribed, err
 }
 
 // takeoverAll wakes every local worker (after notifications may have been lost).
@@ -209,4 +224,27 @@ func every(ctx context.Context, d time.Duration, fn func()) {
 			fn()
 		}
 	}
+}
+
+// sparseLog lets a kind of log line through at most once per interval, and counts the ones it
+// held back meanwhile.
+type sparseLog struct {
+	every time.Duration
+
+	mu   sync.Mutex
+	last time.Time
+	held int
+}
+
+// pass reports whether a line may be logged at now, and how many were held back since the last
+// one that was.
+func (s *sparseLog) pass(now time.Time) (ok bool, held int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.last.IsZero() && now.Sub(s.last) < s.every {
+		s.held++
+		return false, 0
+	}
+	s.last, held, s.held = now, s.held, 0
+	return true, held
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/internal/logid"
+	"github.com/packbot/packbot/internal/retry"
 	"github.com/packbot/packbot/store"
 )
 
@@ -117,7 +118,8 @@ func (w *worker) poke() {
 	}
 }
 
-// run is the worker's loop.
+// run is the worker's loop: gather what was signalled, then handle the first queued event (or
+// wait, and give the lease up when idle).
 func (w *worker) run() {
 	b := w.b
 	defer b.wg.Done()
@@ -127,107 +129,125 @@ func (w *worker) run() {
 	defer idle.Stop()
 	failures := 0
 	for {
-		b.mu.Lock()
-		in, fetch, stopped, lost, consumed := w.in, w.fetch, w.stopped, w.lost, w.consumed
-		w.in, w.fetch, w.consumed = nil, false, nil
-		b.mu.Unlock()
-		w.dropConsumed(consumed)
-		if stopped || ctx.Err() != nil {
-			w.exit(false)
+		ready, gone := w.gather(ctx)
+		switch {
+		case gone:
 			return
-		}
-		if lost {
-			w.log.InfoContext(ctx, "connection taken over by another replica")
-			w.exit(true)
-			return
-		}
-		for _, it := range in {
-			fetch = w.enqueue(it) || fetch
-		}
-		if !w.holds() {
-			if !w.takeLease(ctx) {
-				w.exit(true)
-				return
-			}
-			fetch = true
-		}
-		if fetch && !w.fetchPending(ctx) {
-			continue // the store is down: fetchPending waited; try again
-		}
-		if w.backlog {
-			w.backlog = !b.flushConnection(ctx, w)
+		case !ready:
+			continue
 		}
 		if len(w.queue) == 0 {
-			select {
-			case <-w.signal:
-			case <-idle.C:
-				if w.release(ctx) {
-					return
-				}
-				idle.Reset(b.idle)
-			case <-ctx.Done():
+			if w.wait(ctx, idle) {
+				return
 			}
 			continue
 		}
 		it := &w.queue[0]
-		if wait := it.next.Sub(b.now()); wait > 0 {
-			if !w.sleep(ctx, wait) {
-				continue
-			}
+		if wait := it.next.Sub(b.now()); wait > 0 && !w.sleep(ctx, wait) {
+			continue
 		}
 		hctx, end := b.obs.StartHandle(ctx, it.trace, it.kind)
 		o := b.process(hctx, w, it)
 		end(outcomeName(o, it.parked))
-		switch o {
-		case outcomeDone:
-			if !it.parked {
-				w.done = append(w.done, it.id)
-				if len(w.done) > 64 {
-					w.done = w.done[len(w.done)-64:]
-				}
-			}
-			w.queue = w.queue[1:]
-			failures = 0
-			if !idle.Stop() {
-				select {
-				case <-idle.C:
-				default:
-				}
-			}
-			idle.Reset(b.idle)
-		case outcomeRetry:
-			failures++
-			w.sleep(ctx, retryDelay(failures))
-		case outcomeFailed:
-			failures = 0 // it.next says when
-		case outcomeLost:
-			w.log.InfoContext(ctx, "connection lease lost; another replica handles it")
-			w.exit(true)
+		if w.after(ctx, it, o, idle, &failures) {
 			return
 		}
 	}
+}
+
+// gather takes what was pushed and signalled, makes sure the lease is held, fetches pending
+// events when asked and flushes the backlog: ready when the queue may be handled; gone when the
+// worker exited (stopped, or the lease is another replica's).
+func (w *worker) gather(ctx context.Context) (ready, gone bool) {
+	b := w.b
+	b.mu.Lock()
+	in, fetch, stopped, lost, consumed := w.in, w.fetch, w.stopped, w.lost, w.consumed
+	w.in, w.fetch, w.consumed = nil, false, nil
+	b.mu.Unlock()
+	w.dropConsumed(consumed)
+	if stopped || ctx.Err() != nil {
+		w.exit(false)
+		return false, true
+	}
+	if lost {
+		w.log.InfoContext(ctx, "connection taken over by another replica")
+		w.exit(true)
+		return false, true
+	}
+	for _, it := range in {
+		fetch = w.enqueue(it) || fetch
+	}
+	if !w.holds() {
+		if !w.takeLease(ctx) {
+			w.exit(true)
+			return false, true
+		}
+		fetch = true
+	}
+	if fetch && !w.fetchPending(ctx) {
+		return false, false // the store is down: fetchPending waited; try again
+	}
+	if w.backlog {
+		w.backlog = !b.flushConnection(ctx, w)
+	}
+	return true, false
+}
+
+// wait waits, with nothing queued, for a signal; when idle fires first, the lease is given up
+// (gone: the worker exited).
+func (w *worker) wait(ctx context.Context, idle *time.Timer) (gone bool) {
+	select {
+	case <-w.signal:
+	case <-idle.C:
+		if w.release(ctx) {
+			return true
+		}
+		idle.Reset(w.b.idle)
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// after acts on the outcome o of handling it, the first queued event: gone when the worker
+// exited.
+func (w *worker) after(ctx context.Context, it *item, o outcome, idle *time.Timer, failures *int) (gone bool) {
+	switch o {
+	case outcomeDone:
+		if !it.parked {
+			w.done = append(w.done, it.id)
+			if len(w.done) > 64 {
+				w.done = w.done[len(w.done)-64:]
+			}
+		}
+		w.queue = w.queue[1:]
+		*failures = 0
+		if !idle.Stop() {
+			select {
+			case <-idle.C:
+			default:
+			}
+		}
+		idle.Reset(w.b.idle)
+	case outcomeRetry:
+		*failures++
+		w.sleep(ctx, retryDelay(*failures))
+	case outcomeFailed:
+		*failures = 0 // it.next says when
+	case outcomeLost:
+		w.log.InfoContext(ctx, "connection lease lost; another replica handles it")
+		w.exit(true)
+		return true
+	case outcomeForgotten:
+		w.exit(false) // events pushed meanwhile go to a new worker, which takes a new lease
+		return true
+	}
+	return false
 }
 
 // retryDelay is the wait before handling an event again after a transient failure: 100 ms
 // doubling to 5 s.
 func retryDelay(failures int) time.Duration {
-	d := 100 * time.Millisecond
-	for i := 1; i < failures && d < 5*time.Second; i++ {
-		d *= 2
-	}
-	return min(d, 5*time.Second)
-}
-
-// pause waits d, or until ctx ends (false).
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return retry.Policy{First: 100 * time.Millisecond, Max: 5 * time.Second}.Delay(failures)
 }
 
 // sleep waits d, or less when signalled (it reports false then: the signal is taken, and the

@@ -158,6 +158,16 @@ type ConnectionAnnouncer interface {
 	AnnouncesConnections() bool
 }
 
+// ConnectionChecker is an optional capability of a [ConnectionAnnouncer]: whether a connection
+// an event names is one of its agent's established connections. The bot asks it about an event
+// of a connection whose announcement it never got (the announcement came while packbot was
+// down): a connection that exists is served from that event on; one that does not is ignored.
+// A channel that authenticates the sender of its events answers true at once (the agent names
+// only its own connections); one that does not asks its agent. It is safe for concurrent use.
+type ConnectionChecker interface {
+	ConnectionExists(ctx context.Context, conn string) (bool, error)
+}
+
 // CapabilitiesOf discovers ch's capabilities by type assertion.
 func CapabilitiesOf(ch Channel) Capabilities {
 	_, menus := ch.(MenuSender)

@@ -17,6 +17,7 @@ import (
 	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/internal/logid"
 	"github.com/packbot/packbot/mcp"
+	"github.com/packbot/packbot/internal/retry"
 	"github.com/packbot/packbot/menu"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
@@ -220,6 +221,21 @@ func (t *turn) say(_ context.Context, text string) error {
 // send adds an outbound message to the effects.
 func (t *turn) send(o channel.Outbound) { t.fx.Out = append(t.fx.Out, o) }
 
+// progress tells the user at once what the event is doing while it runs (the translation of
+// key): through the conversation, before the event ends and is committed, so best effort — not
+// durable, not sent again if the event is handled again. Without a conversation it goes with
+// the event's other messages.
+func (t *turn) progress(ctx context.Context, key string, args ...string) {
+	o := channel.Outbound{Text: &channel.Text{ID: newMessageID(), Content: t.tr(key, args...), ReplyTo: t.replyTo}}
+	if t.conv == nil {
+		t.send(o)
+		return
+	}
+	if err := t.conv.Send(ctx, o); err != nil {
+		t.e.log.WarnContext(ctx, "progress message not delivered", slog.Any("err", err))
+	}
+}
+
 // sayKey sends the translation of key.
 func (t *turn) sayKey(ctx context.Context, key string, args ...string) error {
 	return t.say(ctx, t.tr(key, args...))
@@ -410,18 +426,17 @@ func (e *Engine) counts(ctx context.Context, c rbac.Caller) menu.Counts {
 		return cc.counts
 	}
 	e.countsMu.Unlock()
-	mine, decidable, err := e.appr.Counts(ctx, c)
 	// The store restarting: wait for it (about 6 s at most, as a completion would), rather than
 	// send a menu whose badges are gone — nothing would send the right one until the next change.
-	for delay := 50 * time.Millisecond; errors.Is(err, store.ErrUnavailable) && delay <= 4*time.Second; delay *= 2 {
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return menu.Counts{}
-		case <-t.C:
-		}
+	var mine, decidable int
+	err := retry.Policy{First: 50 * time.Millisecond, Within: 7 * time.Second,
+		Retryable: func(err error) bool { return errors.Is(err, store.ErrUnavailable) }}.Do(ctx, func(ctx context.Context) error {
+		var err error
 		mine, decidable, err = e.appr.Counts(ctx, c)
+		return err
+	})
+	if ctx.Err() != nil {
+		return menu.Counts{}
 	}
 	if err != nil {
 		e.log.WarnContext(ctx, "badge counts", slog.String("identity", c.Identity), slog.Any("err", err))

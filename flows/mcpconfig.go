@@ -2,7 +2,6 @@ package flows
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -209,10 +208,7 @@ func (t *turn) configValue(ctx context.Context, fs *mcpField, value string) erro
 	if err := t.journal.Begin(ctx, Step{Kind: StepCredentialTest, Server: srv.Name}); err != nil {
 		return fmt.Errorf("record the credential test of %s: %w", srv.Name, err)
 	}
-	if err := t.sayKey(ctx, "MCP_CONFIG_TESTING", "server", srv.Name); err != nil {
-		t.dropDraft(ctx, fs.Server)
-		return err
-	}
+	t.progress(ctx, "MCP_CONFIG_TESTING", "server", srv.Name) // now: the test may take a while
 	typed := make(map[string]secret.Value, len(values))
 	for k, v := range values {
 		typed[k] = secret.NewValue(v)
@@ -258,12 +254,8 @@ func (t *turn) loadDraft(ctx context.Context, fs *mcpField) (map[string]string, 
 	if err != nil {
 		return nil, fmt.Errorf("load configuration draft: %w", err)
 	}
-	plain, err := t.e.keyring.Open(k, row.Secret)
-	if err != nil {
+	if err := t.e.keyring.OpenJSON(k, row.Secret, &values); err != nil {
 		return nil, fmt.Errorf("open configuration draft: %w", err)
-	}
-	if err := json.Unmarshal(plain, &values); err != nil {
-		return nil, fmt.Errorf("read configuration draft: %w", err)
 	}
 	return values, nil
 }
@@ -273,9 +265,8 @@ func (t *turn) saveDraft(ctx context.Context, fs *mcpField, values map[string]st
 	if t.e.keyring == nil {
 		return errors.New("save configuration draft: no encryption key")
 	}
-	plain, _ := json.Marshal(values) // a map of strings: cannot fail
 	k := t.draftKey(fs)
-	sealed, err := t.e.keyring.Seal(k, plain)
+	sealed, err := t.e.keyring.SealJSON(k, values)
 	if err != nil {
 		return fmt.Errorf("seal configuration draft: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/packbot/packbot/internal/retry"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/secret"
@@ -257,24 +258,20 @@ const (
 )
 
 func (p *Pool) supervise(ctx context.Context, c *conn) {
-	backoff := backoffMin
-	for ctx.Err() == nil {
+	backoff := retry.Policy{First: backoffMin, Max: backoffMax}
+	for failures := 1; ctx.Err() == nil; {
 		if _, err := c.session(ctx); err != nil {
 			if errors.Is(err, ErrClosed) {
 				return
 			}
-			c.log().Warn("MCP server not connected; retrying", "error", err, "retry_in", backoff)
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			c.log().Warn("MCP server not connected; retrying", "error", err, "retry_in", backoff.Delay(failures))
+			if !retry.Sleep(ctx, backoff.Delay(failures)) {
 				return
-			case <-t.C:
 			}
-			backoff = min(backoff*2, backoffMax)
+			failures++
 			continue
 		}
-		backoff = backoffMin
+		failures = 1
 		select {
 		case <-ctx.Done():
 			return

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -224,13 +223,9 @@ func (p *Pool) loadConfig(ctx context.Context, identity string, srv *packs.Serve
 	if row.Status == store.CredentialFailed {
 		return nil, fmt.Errorf("%w: the credentials saved for %s were rejected; configure them again", ErrAuth, srv.Name)
 	}
-	plain, err := p.keyring.Open(k, row.Secret)
-	if err != nil {
-		return nil, fmt.Errorf("%w: credentials for %s cannot be decrypted: %w", ErrNeedsAuthentication, srv.Name, err)
-	}
 	var raw map[string]string
-	if err := json.Unmarshal(plain, &raw); err != nil {
-		return nil, fmt.Errorf("%w: credentials for %s are malformed: %w", ErrNeedsAuthentication, srv.Name, err)
+	if err := p.keyring.OpenJSON(k, row.Secret, &raw); err != nil {
+		return nil, fmt.Errorf("%w: credentials for %s cannot be read: %w", ErrNeedsAuthentication, srv.Name, err)
 	}
 	values := make(map[string]secret.Value, len(raw))
 	for name, v := range raw {
@@ -320,12 +315,8 @@ func (p *Pool) SaveCredentials(ctx context.Context, identity, server string, val
 	for k, v := range clean {
 		raw[k] = v.Reveal()
 	}
-	plain, err := json.Marshal(raw)
-	if err != nil {
-		return fmt.Errorf("save credentials for %s: %w", server, err)
-	}
 	k := store.CredentialKey{Identity: identity, Server: server, Kind: store.KindConfig}
-	sealed, err := p.keyring.Seal(k, plain)
+	sealed, err := p.keyring.SealJSON(k, raw)
 	if err != nil {
 		return fmt.Errorf("save credentials for %s: %w", server, err)
 	}

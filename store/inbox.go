@@ -174,7 +174,8 @@ type ParkedQuery struct {
 // lease they name is no longer held at that epoch. A lease that expired but that nobody took
 // over is still held: its holder's fenced writes succeed until another holder takes it. Epochs
 // of a connection only grow, across releases too, so a fencing token is never handed out
-// twice.
+// twice while the connection has anything in the inbox (a lease whose connection has nothing
+// left is forgotten: see DropEvent and PurgeInbox).
 type Inbox interface {
 	// AcceptEvent stores a pending event unless its (ConnectionID, Key) was seen, and handles
 	// the connection's lease as [Accept] says, in one transaction (one round trip where the
@@ -219,8 +220,16 @@ type Inbox interface {
 	// handled since, so a worker finds it with PendingEvents(conn, 0, …), not after its last ID.
 	// No wake-up is published: a connection without a live lease becomes claimable.
 	ReplayParked(ctx context.Context, eventID int64, now time.Time) (InboxEvent, error)
+	// DropEvent deletes a pending event (fenced) as if it had never been accepted — an event
+	// the bot does not handle, of a connection it does not know — and, when the inbox holds
+	// nothing else of the connection, the connection's lease too: forgotten is then true, and the
+	// caller holds the lease no more. ErrNotFound when the event is not a pending event of the
+	// lease's connection.
+	DropEvent(ctx context.Context, eventID int64, l Lease) (forgotten bool, err error)
 	// PurgeInbox deletes done events completed before before (their Keys no longer recognise
-	// redeliveries) and returns how many.
+	// redeliveries) and returns how many; with them go the released leases of connections the
+	// inbox and the outbox hold nothing more of (a later take starts their epochs again: a
+	// holder of one of theirs would have been stalled since the events were done).
 	PurgeInbox(ctx context.Context, before time.Time) (int, error)
 	// Heartbeat says holder is alive until now + ttl; a holder whose heartbeat ran out is dead,
 	// and its leases may be taken at once (not only when they expire). A holder that never beat

@@ -17,6 +17,9 @@ type QueueStats struct {
 	// oldest (zero when none).
 	OutboxPending int
 	OutboxOldest  time.Time
+	// Leases counts the connection leases the inbox keeps (held or released): about one per
+	// connection active in the last day.
+	Leases int
 }
 
 // QueueStatter is an optional capability of a [Store]: the sizes of its queues, read for

@@ -10,28 +10,19 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/packbot/packbot/agent"
 	"github.com/packbot/packbot/agent/agenttest"
 	"github.com/packbot/packbot/approvals"
-	"github.com/packbot/packbot/bot"
+	"github.com/packbot/packbot/bot/bottest"
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/didcomm/credential"
-	"github.com/packbot/packbot/flows"
 	"github.com/packbot/packbot/i18n"
-	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/mcp/demoserver"
-	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store"
-	"github.com/packbot/packbot/store/secret"
 	"github.com/packbot/packbot/store/sqlstore"
 )
-
-// testKey is the MCP_CONFIG_ENCRYPTION_KEY of the transcripts' bot.
-const testKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
 // VaultToken is the token the vault server of the transcripts accepts.
 const VaultToken = "vault-token-s3cr3t-7f1c"
@@ -62,8 +53,9 @@ func authYAML(r channel.ProofRequest) string {
 	return b.String()
 }
 
-// world is the bot of one transcript and what it talks to.
+// world is the bot of one transcript and what it talks to (a bottest world).
 type world struct {
+	*bottest.World
 	t     testing.TB
 	cat   *i18n.Catalog
 	st    store.Store
@@ -75,16 +67,14 @@ type world struct {
 	appr    *approvals.Service
 	// receipts signs the receipts of approved executions.
 	receipts *credential.Signer
-	// logPath is the file of everything the bot logged, at debug level (logs: never).
-	logPath string
-	// offset moves the approvals' clock (expiry).
-	offset atomic.Int64
 	// updated receives each resource URI the pool's servers reported updated.
 	updated chan string
-	pool    *mcp.Pool
-	// stop stops the bot, the pool and the channel; safe to call more than once.
-	stop func()
+	// logPath is the file of everything the bot logged, at debug level (logs: never).
+	logPath string
 }
+
+// stop stops the bot, the pool and the channel; safe to call more than once.
+func (w *world) stop() { w.Stop() }
 
 // llmQueue is the scripted model: the responses a transcript queued, one per request, then
 // agenttest.Echo.
@@ -114,7 +104,6 @@ func (l *llmQueue) answer(r agenttest.Request) agenttest.Response {
 func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, openStore func(testing.TB) store.Store, elicitTimeout time.Duration) *world {
 	t.Helper()
 	w := &world{t: t, queue: &llmQueue{}, updated: make(chan string, 64)}
-	ctx := context.Background()
 	if openStore == nil {
 		openStore = openSQLite
 	}
@@ -139,17 +128,9 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 	if !strings.Contains(pack, authMarker) {
 		t.Fatal("pack.yaml lost the line where the credential request goes")
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "agent-pack.yaml"), []byte(strings.Replace(pack, authMarker, authYAML(proof), 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	env := map[string]string{"LLM_URL": w.llm.URL, "BANK_URL": bankSrv.URL + "/mcp", "VAULT_URL": vaultSrv.URL + "/mcp",
 		"RECORDS_URL": recordsSrv.URL + "/mcp"}
-	p, err := packs.Load(packs.Options{Path: dir, Env: packs.MapEnv(env)})
-	if err != nil {
-		t.Fatalf("load the transcripts' pack: %v", err)
-	}
-	w.logPath = filepath.Join(dir, "bot.log")
+	w.logPath = filepath.Join(t.TempDir(), "bot.log")
 	logFile, err := os.Create(w.logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -157,68 +138,26 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 	t.Cleanup(func() { _ = logFile.Close() })
 	log := slog.New(slog.NewMultiHandler(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}),
 		slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	key, err := secret.ParseKey(testKey)
+	receiptKey, err := credential.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	kr, err := secret.NewKeyring(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := agent.New(agent.Config{Provider: agent.ProviderOpenAI, Model: "scripted", BaseURL: w.llm.URL, Logger: log})
-	if err != nil {
-		t.Fatalf("open the scripted model: %v", err)
-	}
-	pool, err := mcp.New(mcp.Config{Servers: p.MCP.Servers, Credentials: st, Keyring: kr, Logger: log, Sampler: flows.NewSampler(model),
+	w.receipts = credential.NewSigner(receiptKey, approvals.ReceiptType)
+	w.World = bottest.New(t, bottest.Options{Pack: strings.Replace(pack, authMarker, authYAML(proof), 1), Env: env, Store: st,
+		Channel: ch, LLMURL: w.llm.URL, Logger: log, Sampler: true, ElicitTimeout: elicitTimeout, Receipts: w.receipts,
 		OnResourceUpdated: func(_, _, uri string) {
 			select {
 			case w.updated <- uri:
 			default: // nobody waits for it
 			}
 		}})
-	if err != nil {
-		t.Fatalf("open the MCP pool: %v", err)
-	}
-	w.pool = pool
-	if w.cat, err = i18n.New(p); err != nil {
-		t.Fatal(err)
-	}
-	var b *bot.Bot
-	receiptKey, err := credential.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.receipts = credential.NewSigner(receiptKey, approvals.ReceiptType)
-	w.appr, err = approvals.New(approvals.Config{Store: st, Pack: p, MCP: pool, Logger: log, Receipts: w.receipts,
-		Now:           func() time.Time { return time.Now().Add(time.Duration(w.offset.Load())) },
-		Kick:          func(id string) { b.Kick(id) },
-		BadgesChanged: func(ctx context.Context, ids []string) { b.RefreshMenus(ctx, ids) }})
-	if err != nil {
-		t.Fatalf("open the approvals: %v", err)
-	}
-	engine, err := flows.New(flows.Deps{Pack: p, Catalog: w.cat, Store: st, MCP: pool, Keyring: kr, Channel: channel.CapabilitiesOf(ch),
-		Logger: log, Approvals: w.appr, Model: model, ElicitTimeout: elicitTimeout})
-	if err != nil {
-		t.Fatalf("build the flows: %v", err)
-	}
-	if b, err = bot.New(bot.Config{Channel: ch, Store: st, Flows: engine, Logger: log, Keyring: kr}); err != nil {
-		t.Fatalf("build the bot: %v", err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); _ = pool.Run(runCtx) }()
-	go func() { defer wg.Done(); _ = b.Run(runCtx) }()
-	go func() { defer wg.Done(); _ = ch.Run(runCtx, b) }()
+	w.cat, w.appr = w.Catalog, w.Approvals
 	// Run stops the bot before the wallets' cleanups close them (they were connected later, so
 	// theirs run first): a bot draining its outbox to closed wallets would wait for nothing.
-	w.stop = sync.OnceFunc(func() { cancel(); wg.Wait(); pool.Close() })
-	t.Cleanup(w.stop)
-	w.waitTools(t, pool, "bank")
-	w.waitTools(t, pool, "payments")
-	w.waitTools(t, pool, "records")
-	w.waitTools(t, pool, "hollyhr")
-	w.waitTools(t, pool, "treasury")
+	w.Run(t)
+	for _, server := range []string{"bank", "payments", "records", "hollyhr", "treasury"} {
+		w.WaitTools(t, server)
+	}
 	return w
 }
 
@@ -231,7 +170,7 @@ func (w *world) remove(ctx context.Context, what, name string) error {
 		w.records.RemoveResources(name)
 	}
 	for {
-		cat, changed := w.pool.Catalog()
+		cat, changed := w.Pool.Catalog()
 		s := cat.Surfaces["hollyhr"]
 		_, hasPrompt := s.Prompt(name)
 		_, hasResource := s.Resource(name)
@@ -291,22 +230,4 @@ func openSQLite(t testing.TB) store.Store {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	return st
-}
-
-// waitTools waits until the pool knows the tools of server.
-func (w *world) waitTools(t testing.TB, pool *mcp.Pool, server string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	for {
-		cat, changed := pool.Catalog()
-		if len(cat.Server(server)) > 0 {
-			return
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			t.Fatalf("the pool never listed the tools of %s", server)
-		}
-	}
 }

@@ -244,7 +244,7 @@ func (r *runner) step(ctx context.Context, st Step) error {
 	case ServerRemove:
 		return r.w.remove(ctx, st.Tool, st.Text)
 	case Clock:
-		r.w.offset.Add(int64(st.Advance))
+		r.w.Offset.Add(int64(st.Advance))
 		r.w.appr.Sweep(ctx)
 	case Audit:
 		rows, err := r.w.st.ListAudit(ctx, store.AuditQuery{Identity: st.Text, Tool: st.Tool, Limit: 1})

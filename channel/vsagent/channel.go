@@ -3,8 +3,10 @@ package vsagent
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -66,6 +68,7 @@ const (
 // after Run returns. Webhooks are answered 503 until Run is called and after it returns.
 type Channel struct {
 	endpoint string // AdminURL + "/v1/message"
+	admin    string // AdminURL, without a trailing slash
 	client   *http.Client
 	maxBody  int64
 	log      *slog.Logger
@@ -97,6 +100,7 @@ func New(cfg Config) (*Channel, error) {
 	}
 	c := &Channel{
 		endpoint: endpoint,
+		admin:    strings.TrimSuffix(endpoint, "/v1/message"),
 		client:   cfg.HTTPClient,
 		maxBody:  cfg.MaxBodyBytes,
 		log:      cfg.Logger,
@@ -252,8 +256,51 @@ func (l *connLocks) lock(conn string) (unlock func()) {
 // so the bot keeps sessions to the connections announced (see [channel.ConnectionAnnouncer]).
 func (c *Channel) AnnouncesConnections() bool { return true }
 
+// ConnectionExists implements [channel.ConnectionChecker] for a connection whose announcement
+// the bot never got (its connection-state-updated "completed" came while packbot was down: the
+// VS Agent does not send it again). With a webhook secret, every event comes from the VS Agent,
+// which names only its own connections: true. Without one anyone may have named it, so the VS
+// Agent's admin API is asked (GET /v1/connections/{id}): it exists when the VS Agent holds it,
+// completed.
+func (c *Channel) ConnectionExists(ctx context.Context, conn string) (bool, error) {
+	if c.secret != nil {
+		return true, nil
+	}
+	if c.stopped() {
+		return false, fmt.Errorf("vsagent: look up a connection: %w", ErrClosed)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.admin+"/v1/connections/"+url.PathEscape(conn), nil)
+	if err != nil {
+		return false, fmt.Errorf("vsagent: look up a connection: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("vsagent: look up a connection: %w", err)
+	}
+	defer func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytes))
+		_ = resp.Body.Close()
+	}()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return false, nil
+	default:
+		return false, fmt.Errorf("vsagent: look up a connection: the admin API answered %d", resp.StatusCode)
+	}
+	var record struct {
+		State string `json:"state"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponseBytes)).Decode(&record); err != nil {
+		return false, fmt.Errorf("vsagent: look up a connection: %w", err)
+	}
+	return record.State == stateCompleted, nil // as in its connection-state-updated webhooks
+}
+
 // Interface guards.
 var (
 	_ channel.Channel             = (*Channel)(nil)
 	_ channel.ConnectionAnnouncer = (*Channel)(nil)
+	_ channel.ConnectionChecker   = (*Channel)(nil)
 )

@@ -14,25 +14,20 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/channeltest"
+	"github.com/packbot/packbot/channel/vsagent/vsagenttest"
 )
 
-// fakeAgent is a VS Agent admin API on loopback: POST /v1/message records the message, hands it
-// to the wallet of its connection and answers {"id": <the message's id>}, as VS Agent v1.x does.
-// A message for a connection it does not know gets the VS Agent's 500 "Connection with id …
-// not found". answer, when set, replaces the whole answer.
+// fakeAgent is the fake VS Agent (vsagenttest) with the wallets of its connections behind it:
+// every message the bot posts to a wallet's connection reaches that wallet; one for a connection
+// it does not know gets the VS Agent's 500 "Connection with id … not found".
 type fakeAgent struct {
-	srv *httptest.Server
+	*vsagenttest.Agent
 
 	mu      sync.Mutex
 	wallets map[string]*fakeWallet
-	sent    [][]byte           // bodies, in arrival order
-	byID    map[string]wireMsg // messages by id (questions and proof requests are looked up)
-	threads map[string]string  // message id → the DIDComm thread id the VS Agent would use
-	answer  func(w http.ResponseWriter, m wireMsg) bool
 }
 
 // wireMsg is any message the bot posts.
@@ -72,69 +67,51 @@ type wireMsg struct {
 }
 
 func newFakeAgent(t testing.TB) *fakeAgent {
-	a := &fakeAgent{wallets: map[string]*fakeWallet{}, byID: map[string]wireMsg{}, threads: map[string]string{}}
-	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
-	t.Cleanup(a.srv.Close)
+	a := &fakeAgent{wallets: map[string]*fakeWallet{}}
+	a.Agent = vsagenttest.New(t, &vsagenttest.Options{Strict: true, OnMessage: a.route})
 	return a
 }
 
-func (a *fakeAgent) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/message" {
-		http.Error(w, `{"message":"not found"}`, http.StatusNotFound)
-		return
-	}
-	body, err := io.ReadAll(r.Body)
-	var m wireMsg
-	if err != nil || json.Unmarshal(body, &m) != nil {
-		http.Error(w, `{"statusCode":400,"message":"bad json"}`, http.StatusBadRequest)
-		return
-	}
+// route hands a posted message to the wallet of its connection.
+func (a *fakeAgent) route(m vsagenttest.Message) {
 	a.mu.Lock()
-	a.sent = append(a.sent, body)
-	answer := a.answer
-	wallet := a.wallets[m.ConnectionID]
-	if wallet != nil {
-		a.byID[m.ID] = m
-		a.threads[m.ID] = newUUID()
-	}
+	w := a.wallets[m.Conn]
 	a.mu.Unlock()
-	if answer != nil && answer(w, m) {
-		return
+	var wm wireMsg
+	if w != nil && json.Unmarshal(m.Body, &wm) == nil {
+		w.push(received(wm))
 	}
-	if wallet == nil {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintf(w, `{"statusCode":500,"error":"something went wrong: Error: Connection with id %s not found"}`, m.ConnectionID)
-		return
-	}
-	wallet.push(received(m))
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated) // NestJS answers POST with 201
-	fmt.Fprintf(w, `{"id":%q}`, m.ID)
+}
+
+// hold registers w's connection with the agent.
+func (a *fakeAgent) hold(w *fakeWallet) {
+	a.mu.Lock()
+	a.wallets[w.conn] = w
+	a.mu.Unlock()
+	a.Connect(w.conn)
 }
 
 // lastSent returns the last body posted, failing the test when there is none.
 func (a *fakeAgent) lastSent(t testing.TB) []byte {
 	t.Helper()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.sent) == 0 {
+	all := a.All()
+	if len(all) == 0 {
 		t.Fatal("nothing posted to the admin API")
 	}
-	return a.sent[len(a.sent)-1]
+	return all[len(all)-1].Body
 }
 
-func (a *fakeAgent) count() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.sent)
-}
+func (a *fakeAgent) count() int { return len(a.All()) }
 
+// message returns the message the bot posted with id, and the DIDComm thread the VS Agent
+// opened for it.
 func (a *fakeAgent) message(id string) (wireMsg, string, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	m, ok := a.byID[id]
-	return m, a.threads[id], ok
+	m, ok := a.Message(id)
+	var wm wireMsg
+	if !ok || json.Unmarshal(m.Body, &wm) != nil {
+		return wireMsg{}, "", false
+	}
+	return wm, m.Thread, true
 }
 
 // received turns a posted message into what the wallet sees.
@@ -192,31 +169,21 @@ type fakeWallet struct {
 // connect connects a wallet: the VS Agent reports the connection "completed".
 func (a *fakeAgent) connect(ctx context.Context, ch *Channel, botURL string, claims map[string]string) (*fakeWallet, error) {
 	w := &fakeWallet{agent: a, ch: ch, botURL: botURL, conn: newUUID(), claims: claims}
-	a.mu.Lock()
-	a.wallets[w.conn] = w
-	a.mu.Unlock()
-	return w, w.post(ctx, routeConnectionState, map[string]any{
-		"type": routeConnectionState, "timestamp": isoNow(), "connectionId": w.conn, "invitationId": newUUID(), "state": "completed",
-	})
+	a.hold(w)
+	return w, w.post(ctx, routeConnectionState, vsagenttest.Completed(w.conn))
 }
-
-func isoNow() string { return time.Now().UTC().Format(timestampLayout) }
 
 func (w *fakeWallet) push(r channeltest.Received) { w.inbox.Push(r) }
 
 // post posts a webhook and requires a 200. The VS Agent does not wait for the bot to run; the
 // test does (webhooks before Run are answered 503 and lost, which webhook_test.go checks).
-func (w *fakeWallet) post(ctx context.Context, route string, body any) error {
+func (w *fakeWallet) post(ctx context.Context, route string, body []byte) error {
 	select {
 	case <-w.ch.running:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	code, err := postWebhook(ctx, w.botURL, route, b)
+	code, err := postWebhook(ctx, w.botURL, route, body)
 	if err != nil {
 		return err
 	}
@@ -241,14 +208,10 @@ func postWebhook(ctx context.Context, botURL, route string, body []byte) (int, e
 	return resp.StatusCode, nil
 }
 
-// message posts a message-received webhook carrying m (type, id, connectionId and timestamp
-// added).
+// message posts a message-received webhook of a message of typ with the members m.
 func (w *fakeWallet) message(ctx context.Context, typ string, m map[string]any) error {
-	m["type"], m["connectionId"], m["timestamp"] = typ, w.conn, isoNow()
-	if _, ok := m["id"]; !ok {
-		m["id"] = newUUID()
-	}
-	return w.post(ctx, routeMessageReceived, map[string]any{"type": routeMessageReceived, "timestamp": isoNow(), "message": m})
+	_, body := vsagenttest.Received(w.conn, typ, m)
+	return w.post(ctx, routeMessageReceived, body)
 }
 
 func (w *fakeWallet) Conn() string { return w.conn }
@@ -374,7 +337,7 @@ func newFixture(t testing.TB, cfg Config) *fixture {
 	t.Helper()
 	f := &fixture{agent: newFakeAgent(t), logs: &logBuffer{}}
 	if cfg.AdminURL == "" {
-		cfg.AdminURL = f.agent.srv.URL
+		cfg.AdminURL = f.agent.URL
 	}
 	cfg.Logger = f.logs.logger()
 	ch, err := New(cfg)
@@ -409,8 +372,6 @@ func (f *fixture) run(t testing.TB) *channeltest.Events {
 // wallet registers a connection with the fake VS Agent without announcing it.
 func (f *fixture) wallet(conn string) *fakeWallet {
 	w := &fakeWallet{agent: f.agent, ch: f.ch, botURL: f.bot.URL, conn: conn}
-	f.agent.mu.Lock()
-	f.agent.wallets[conn] = w
-	f.agent.mu.Unlock()
+	f.agent.hold(w)
 	return w
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/packbot/packbot/channel"
+	"github.com/packbot/packbot/channel/vsagent/vsagenttest"
 )
 
 var fixedNow = time.Date(2026, 3, 1, 10, 20, 30, 123456789, time.FixedZone("CET", 3600))
@@ -125,10 +126,10 @@ func TestSendIDs(t *testing.T) {
 		t.Fatalf("two messages with id %s", a)
 	}
 
-	f.agent.answer = func(w http.ResponseWriter, m wireMsg) bool {
+	f.agent.SetAnswer(func(w http.ResponseWriter, _ vsagenttest.Message) bool {
 		fmt.Fprint(w, `{"id":"renamed-by-the-vs-agent"}`)
 		return true
-	}
+	})
 	if id, err := f.ch.SendText(ctx, "c1", channel.Text{ID: "bot-id", Content: "c"}); err != nil || id != "bot-id" {
 		t.Errorf("SendText = %q, %v; want the bot's id, whatever the VS Agent answers", id, err)
 	}
@@ -147,10 +148,10 @@ func TestSendIDs(t *testing.T) {
 		t.Error("renamed question not logged")
 	}
 
-	f.agent.answer = func(w http.ResponseWriter, m wireMsg) bool {
+	f.agent.SetAnswer(func(w http.ResponseWriter, _ vsagenttest.Message) bool {
 		w.WriteHeader(http.StatusOK) // no body: sent, but no id
 		return true
-	}
+	})
 	id, err := f.ch.SendText(ctx, "c1", channel.Text{Content: "d"})
 	if err != nil || !isUUID(id) {
 		t.Errorf("SendText without an id in the answer = %q, %v; want the id sent", id, err)
@@ -193,11 +194,11 @@ func TestSendErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Config{})
 			f.wallet("c1")
-			f.agent.answer = func(w http.ResponseWriter, m wireMsg) bool {
+			f.agent.SetAnswer(func(w http.ResponseWriter, _ vsagenttest.Message) bool {
 				w.WriteHeader(tc.status)
 				fmt.Fprint(w, tc.body)
 				return true
-			}
+			})
 			_, err := f.ch.SendText(ctx, "c1", channel.Text{Content: secret})
 			var se *StatusError
 			if !errors.As(err, &se) || se.StatusCode != tc.status || se.Type != "text" {

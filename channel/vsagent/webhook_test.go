@@ -455,3 +455,38 @@ func BenchmarkWebhook(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// TestConnectionExists: without a webhook secret the VS Agent's admin API says whether a
+// connection exists (its record, completed; 404 for one it does not hold; another answer is an
+// error); with a secret the sender is the VS Agent, and nothing is asked.
+func TestConnectionExists(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.run(t)
+	w, err := f.agent.connect(t.Context(), f.ch, f.bot.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for conn, want := range map[string]bool{w.conn: true, newUUID(): false} {
+		if got, err := f.ch.ConnectionExists(t.Context(), conn); err != nil || got != want {
+			t.Errorf("ConnectionExists(%s) = %v, %v; want %v", conn, got, err, want)
+		}
+	}
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "bad gateway", http.StatusBadGateway)
+	}))
+	t.Cleanup(down.Close)
+	g := newFixture(t, Config{AdminURL: down.URL})
+	g.run(t)
+	if got, err := g.ch.ConnectionExists(t.Context(), w.conn); err == nil || got {
+		t.Errorf("ConnectionExists through a 502: %v, %v; want an error", got, err)
+	}
+
+	s := newFixture(t, Config{WebhookSecret: strings.Repeat("s", MinSecretLen)})
+	s.run(t)
+	if got, err := s.ch.ConnectionExists(t.Context(), newUUID()); err != nil || !got {
+		t.Errorf("ConnectionExists with a webhook secret = %v, %v; want true", got, err)
+	}
+	if n := s.agent.Lookups(); n != 0 {
+		t.Errorf("with a webhook secret the admin API was asked %d times", n)
+	}
+}

@@ -93,6 +93,16 @@ func TestCrashDIDComm(t *testing.T) {
 	}
 	rounds.check(t, req, appr, ledger)
 	t.Logf("figures: %d kills; %d wallets: %v", e.serve.killCount(), len(all), d)
+	resent := 0
+	var which []string
+	for _, w := range all {
+		n, ws := w.duplicates()
+		resent, which = resent+n, append(which, ws...)
+	}
+	if resent > 0 {
+		t.Logf("sent again: %q", which)
+	}
+	checkCrashFigures(t, "didcomm", e.serve.killCount(), d.lost, resent)
 	t.Logf("time: setup %v, total %v", setup.Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
 }
 

@@ -31,6 +31,9 @@ type vaLoad struct {
 	req, apr *vaUser
 	wg       sync.WaitGroup
 	stop     context.CancelFunc
+	// lost and resent are finish's figures: acknowledged texts never answered, messages posted
+	// again with the id of their first post.
+	lost, resent int
 }
 
 // startVALoad starts packbot (n = 1 replica) and the load: 4 chats (a text per 150 ms at most,
@@ -96,6 +99,11 @@ func (l *vaLoad) finish(ctx context.Context, t *testing.T, dsn string) {
 	if d.acked == 0 || l.appr.rounds == 0 {
 		t.Errorf("no load: %d texts acknowledged, %d approval rounds", d.acked, l.appr.rounds)
 	}
+	var which []string
+	l.lost = d.lost
+	if l.resent, which = b.agent.Resent(); l.resent > 0 {
+		t.Logf("sent again: %q", which)
+	}
 }
 
 // TestCrashVSAgent: SIGKILL at random moments, at least 10 times, under chat load and approval
@@ -111,6 +119,7 @@ func TestCrashVSAgent(t *testing.T) {
 	fatal(t, l.b.serves[0].killLoop(ctx, rng, kills, 0, 5*time.Second))
 	l.finish(ctx, t, dsn)
 	t.Logf("kills: %d in %s", l.b.serves[0].killCount(), time.Since(start).Round(time.Millisecond))
+	checkCrashFigures(t, "vsagent", l.b.serves[0].killCount(), l.lost, l.resent)
 }
 
 // TestPostgresRestartVSAgent: a private PostgreSQL cluster is restarted (pg_ctl restart -m fast)
@@ -159,5 +168,11 @@ func TestPostgresRestartVSAgent(t *testing.T) {
 	}
 	if waits == 0 {
 		t.Errorf("packbot never found the store unavailable: the restarts did not meet the load")
+	}
+	// No crash: every delivered message was marked so (the marks are retried while the store
+	// restarts), and nothing goes out twice.
+	t.Logf("figures: %d acknowledged texts lost, %d messages re-sent", l.lost, l.resent)
+	if l.lost > 0 || l.resent > 0 {
+		t.Errorf("over %d PostgreSQL restarts without a crash: %d texts lost, %d messages re-sent; want none", restarts, l.lost, l.resent)
 	}
 }

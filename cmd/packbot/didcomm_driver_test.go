@@ -494,14 +494,44 @@ func (w *dcWallet) chatLoad(ctx, load context.Context) error {
 	return nil
 }
 
-// textsLocked is every text received, redeliveries included.
+// duplicates counts the messages the wallet got again with the id of one it had shown (and
+// dropped).
+func (w *dcWallet) duplicates() (n int, which []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kind, at := map[string]string{}, map[string]int{}
+	for i, e := range w.events {
+		id, _ := e["id"].(string)
+		if e["event"] != "duplicate" {
+			if _, ok := kind[id]; id != "" && !ok {
+				kind[id], at[id] = fmt.Sprint(e["event"]), i
+			}
+			continue
+		}
+		n++
+		which = append(which, fmt.Sprintf("%s to wallet %s (event %d, again as %d)", kind[id], w.name, at[id], i))
+	}
+	return n, which
+}
+
+// textsLocked is every text received, redeliveries included: the wallet shows a message sent
+// again with the id of one it showed as a "duplicate" event, which counts here as the text of
+// that id once more.
 func (w *dcWallet) textsLocked() []gotText {
 	var out []gotText
+	byID := map[string]gotText{}
 	for _, e := range w.events {
-		if e["event"] == "text" {
-			id, _ := e["id"].(string)
+		id, _ := e["id"].(string)
+		switch e["event"] {
+		case "text":
 			replyTo, _ := e["replyTo"].(string)
-			out = append(out, gotText{content: e["content"].(string), id: id, replyTo: replyTo})
+			g := gotText{content: e["content"].(string), id: id, replyTo: replyTo}
+			byID[id] = g
+			out = append(out, g)
+		case "duplicate":
+			if g, ok := byID[id]; ok {
+				out = append(out, g)
+			}
 		}
 	}
 	return out

@@ -1,17 +1,18 @@
 package main
 
 // TestEventsPoison: a poison event in a real `packbot serve` process (the VS Agent driver of
-// vsagent_driver_test.go), on PostgreSQL and on SQLite: the flow panics on one message, other
-// connections are answered meanwhile, the event is parked after its retries with an apology to
-// its user, `packbot events parked` lists it (never its content), and `packbot events replay`
-// hands it back to a packbot without the bug, which answers it.
+// vsagent_driver_test.go), on PostgreSQL and on SQLite: the database refuses the commit of one
+// message's reply, other connections are answered meanwhile, the event is parked after its
+// retries with an apology to its user, `packbot events parked` lists it (never its content),
+// and `packbot events replay` hands it back once the fault is gone, and it is answered. (That a
+// panicking flow takes the same way is shown in package bot.)
 
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/packbot/packbot/bot"
 	"github.com/packbot/packbot/channel"
@@ -27,25 +29,36 @@ import (
 	"github.com/packbot/packbot/store/storetest"
 )
 
-// envPoison names the text on which the flow panics. Only the test binary reads it (TestMain,
-// through poisonHook): packbot itself never looks at it, and its beforeHandle stays nil.
-const envPoison = "PACKBOT_TEST_POISON_TEXT"
+// poisonReason is the reason of a parked event whose commit the database refused.
+const poisonReason = "the commit failed"
 
-// poisonPanic is the panic value: it does not quote the text, so that a listing that shows it
-// does not show the message.
-const poisonPanic = "test hook: this message poisons the flow"
-
-// poisonHook is the bot's BeforeHandle of a test binary acting as packbot: a panic on the text
-// envPoison names, nil when it is unset.
-func poisonHook() func(channel.Event) {
-	text := os.Getenv(envPoison)
-	if text == "" {
-		return nil
-	}
-	return func(e channel.Event) {
-		if in, ok := e.(channel.TextReceived); ok && in.Content == text {
-			panic(poisonPanic)
+// poison makes the database refuse every reply that holds text (a trigger on the outbox, the
+// kind of fault a flow's bug or a bad row causes): the event that makes one fails each time it
+// is handled. Without a hook of any kind in packbot. key and value name the store, as for serve.
+func poison(ctx context.Context, t *testing.T, key, value, text string) (cure func()) {
+	t.Helper()
+	if key == "DATABASE_URL" {
+		conn, err := pgx.Connect(ctx, value)
+		fatal(t, err)
+		t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(ctx)) })
+		_, err = conn.Exec(ctx, `CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $f$
+			BEGIN IF NEW.payload::text LIKE '%`+text+`%' THEN RAISE EXCEPTION 'this row is refused'; END IF; RETURN NEW; END $f$;
+			CREATE TRIGGER refuse_poison BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION refuse_poison()`)
+		fatal(t, err)
+		return func() {
+			_, err := conn.Exec(ctx, `DROP TRIGGER refuse_poison ON outbox; DROP FUNCTION refuse_poison()`)
+			fatal(t, err)
 		}
+	}
+	db, err := sql.Open("sqlite", filepath.Join(value, "packbot.db")+"?_pragma=busy_timeout(10000)")
+	fatal(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.ExecContext(ctx, `CREATE TRIGGER refuse_poison BEFORE INSERT ON outbox WHEN NEW.payload LIKE '%`+text+`%'
+		BEGIN SELECT RAISE(ABORT, 'this row is refused'); END`)
+	fatal(t, err)
+	return func() {
+		_, err := db.ExecContext(ctx, `DROP TRIGGER refuse_poison`)
+		fatal(t, err)
 	}
 }
 
@@ -67,10 +80,9 @@ func testPoison(t *testing.T, key, value string) {
 	cliEnv := map[string]string{key: value}
 	b := newVABot(t, 1, vaPack, &demoserver.Options{Name: "bank"}, key+"="+value)
 	s := b.serves[0]
-	env := s.env
-	poison := "detonate " + uuid.NewString()[:8]
-	s.env = append(slices.Clone(env), envPoison+"="+poison)
+	poisonText := "detonate " + uuid.NewString()[:8]
 	s.start(`msg="bot running"`)
+	cure := poison(ctx, t, key, value, poisonText)
 	connect := func(lang string) *vaUser {
 		u := b.user("User", lang)
 		b.connected(t, u.conn)
@@ -84,9 +96,9 @@ func testPoison(t *testing.T, key, value string) {
 
 	// Ana's poison message, and one after it, queued behind it.
 	start := time.Now()
-	b.text(t, ana.conn, poison)
+	b.text(t, ana.conn, poisonText)
 	b.text(t, ana.conn, "after the poison")
-	s.running().waitLog(t, "panic while handling an event")
+	s.running().waitLog(t, `msg="commit event"`)
 
 	// Bob is answered while ana's event fails and waits for its next attempt.
 	from := bob.mark()
@@ -126,8 +138,8 @@ func testPoison(t *testing.T, key, value string) {
 	}
 	ev := evs[0]
 	if ev.Connection != ana.conn || ev.Kind != channel.KindTextReceived || ev.Attempts != bot.DefaultMaxAttempts ||
-		ev.Reason != "panic: "+poisonPanic || ev.ParkedAt.Before(ev.AcceptedAt) {
-		t.Errorf("parked event %+v, want ana's text, %d attempts, reason the panic", ev, bot.DefaultMaxAttempts)
+		ev.Reason != poisonReason || ev.ParkedAt.Before(ev.AcceptedAt) {
+		t.Errorf("parked event %+v, want ana's text, %d attempts, reason %q", ev, bot.DefaultMaxAttempts, poisonReason)
 	}
 	id := strconv.FormatInt(ev.ID, 10)
 	jsonOut := out
@@ -137,17 +149,17 @@ func testPoison(t *testing.T, key, value string) {
 	}
 	row := strings.Fields(strings.Split(strings.TrimSpace(out), "\n")[1])
 	if len(row) < 6 || row[0] != id || row[1] != ana.conn || row[2] != channel.KindTextReceived || row[3] != strconv.Itoa(bot.DefaultMaxAttempts) ||
-		!strings.Contains(out, "panic: "+poisonPanic) {
+		!strings.Contains(out, poisonReason) {
 		t.Errorf("events parked:\n%s", out)
 	}
-	if strings.Contains(out+jsonOut, poison) {
+	if strings.Contains(out+jsonOut, poisonText) {
 		t.Errorf("the listing shows the message's content:\n%s%s", out, jsonOut)
 	}
 
-	// Stop the buggy packbot (SIGTERM, exit 0); start one without the hook, and replay the
+	// Stop packbot (SIGTERM, exit 0), take the fault away, start it again and replay the
 	// event: it is answered.
 	s.stop()
-	s.env = env
+	cure()
 	s.start(`msg="bot running"`)
 	if code, _, errOut := cli(t, cliEnv, "events", "replay", "999999999"); code != 1 || !strings.Contains(errOut, "event 999999999 is not parked") {
 		t.Errorf("events replay of an unknown id: exit %d: %s", code, errOut)
@@ -160,19 +172,19 @@ func testPoison(t *testing.T, key, value string) {
 	if _, err := b.agent.waitFor(ctx, ana.conn, func([]e2ePosted) bool { return len(texts()) >= 3 }); err != nil {
 		t.Fatalf("the replayed event was not answered (%v): %q", err, texts())
 	}
-	if got := texts()[2:]; !slices.Equal(got, []string{echo(poison)}) {
-		t.Errorf("after the replay ana was sent %q, want %q", got, echo(poison))
+	if got := texts()[2:]; !slices.Equal(got, []string{echo(poisonText)}) {
+		t.Errorf("after the replay ana was sent %q, want %q", got, echo(poisonText))
 	}
 	t.Logf("replayed event answered %v after `packbot events replay`", time.Since(replayed).Round(time.Millisecond))
 	if code, out, _ := cli(t, cliEnv, "events", "parked"); code != 0 || out != "no parked events\n" {
 		t.Errorf("events parked after the replay: exit %d, %q", code, out)
 	}
 
-	// Bob was never told anything went wrong; the packbot without the hook logged no error.
+	// Bob was never told anything went wrong; the packbot without the fault logged no error.
 	checkNoErrorTexts(t, "bob", b.cat, "en", e2eTexts(b.agent.messages(bob.conn)))
 	last := s.running()
 	s.stop()
 	if logs := last.output(); strings.Contains(logs, "level=ERROR") {
-		t.Errorf("packbot without the hook logged errors:\n%s", logs)
+		t.Errorf("packbot without the fault logged errors:\n%s", logs)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // minimal environment), so arguments that are not test flags also mean "act as packbot".
 func TestMain(m *testing.M) {
 	if os.Getenv("PACKBOT_TEST_AS_MAIN") == "1" || (len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-test.")) {
-		a := &app{lookup: os.LookupEnv, stdout: os.Stdout, stderr: os.Stderr, beforeHandle: poisonHook()}
+		a := &app{lookup: os.LookupEnv, stdout: os.Stdout, stderr: os.Stderr}
 		os.Exit(runApp(context.Background(), a, os.Args[1:]))
 	}
 	os.Exit(m.Run())

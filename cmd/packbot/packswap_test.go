@@ -156,7 +156,7 @@ func testPackSwap(t *testing.T, replicas int, storeEnv map[string]string) {
 	}
 	b := &vaBot{agent: newVSAgent(t)}
 	vars := map[string]string{"BANK_URL": bankURL, "LEGACY_URL": legacyURL, "RATES_URL": ratesURL, "E2E_LLM_URL": llm.URL,
-		"PACKBOT_CHANNEL": "vsagent", "VS_AGENT_ADMIN_URL": b.agent.srv.URL, "PACKBOT_PACK_WATCH": "250ms"}
+		"PACKBOT_CHANNEL": "vsagent", "VS_AGENT_ADMIN_URL": b.agent.URL, "PACKBOT_PACK_WATCH": "250ms"}
 	for k, v := range storeEnv {
 		vars[k] = v
 	}

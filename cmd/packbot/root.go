@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/telemetry"
 )
@@ -26,10 +25,6 @@ type app struct {
 	stdout, stderr io.Writer
 	logLevel       string
 	logFormat      string
-	// beforeHandle is the bot's [bot.Config.BeforeHandle]: nil in the packbot binary. Only the
-	// test binary sets it (TestMain), to make a flow panic on a chosen message in a real
-	// `packbot serve` process and prove that the poison event is parked and can be replayed.
-	beforeHandle func(channel.Event)
 	// tel observes serve's parts (metrics, traces): set by serve before it builds them, nil
 	// in the other commands.
 	tel *telemetry.Telemetry

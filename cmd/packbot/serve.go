@@ -247,7 +247,7 @@ func (s *services) openWalletChannel(ctx context.Context) error {
 		}
 		m.Mount(mux)
 	}
-	s.bot, err = bot.New(bot.Config{Channel: ch, Store: s.st, Logger: a.logger, Keyring: s.kr, BeforeHandle: a.beforeHandle,
+	s.bot, err = bot.New(bot.Config{Channel: ch, Store: s.st, Logger: a.logger, Keyring: s.kr,
 		Observer: a.tel.Bot(s.kind), Notified: s.replica.Notified})
 	if err != nil {
 		return errors.Join(err, ch.Close()) // a failed provision is not stopped

@@ -116,7 +116,7 @@ func TestReadyzReportsStoreDown(t *testing.T) {
 // to the VS Agent's admin API.
 func TestServeVSAgent(t *testing.T) {
 	a := newVSAgent(t)
-	s := newServe(t, t.TempDir(), "VS_AGENT_ADMIN_URL="+a.srv.URL)
+	s := newServe(t, t.TempDir(), "VS_AGENT_ADMIN_URL="+a.URL)
 	a.addrs = []string{s.addr}
 	p := s.start()
 	if invitationURL.MatchString(p.output()) {

@@ -33,6 +33,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/packbot/packbot/agent/agenttest"
+	"github.com/packbot/packbot/channel/vsagent/vsagenttest"
 	"github.com/packbot/packbot/i18n"
 	"github.com/packbot/packbot/mcp/demoserver"
 	"github.com/packbot/packbot/packs"
@@ -103,90 +104,38 @@ func greeting(cat *i18n.Catalog, lang string) string {
 func echo(text string) string { return "you said: " + text }
 
 // e2ePosted is one message packbot posted to the fake VS Agent's admin API.
-type e2ePosted struct {
-	Type     string
-	Conn     string
-	ID       string // the id packbot gave it
-	Answered string // the id the fake VS Agent answered
-	ThreadID string
-	Content  string // text messages
-	Raw      map[string]any
-}
+type e2ePosted = vsagenttest.Message
 
-// vsAgent is the fake VS Agent: its admin API records every POST /v1/message by connection and
-// answers {"id": <new uuid>}; post sends webhooks to packbot.
+// vsAgent is the fake VS Agent (vsagenttest) as the process tests drive it: its admin API
+// records every message by connection; post sends webhooks to packbot's replicas.
 type vsAgent struct {
-	srv    *httptest.Server
+	*vsagenttest.Agent
 	addrs  []string // packbot's replicas
 	client *http.Client
 	next   atomic.Uint64 // round-robin position
+	// secret, when set, is sent with every webhook (PACKBOT_WEBHOOK_SECRET, as a bearer).
+	secret string
 
 	posts, refused atomic.Int64 // webhook posts, and those not answered 2xx (sent again)
 
-	mu      sync.Mutex
-	pinned  map[string]int // connections whose webhooks go to one replica
-	byConn  map[string][]e2ePosted
-	other   []string // requests that were not POST /v1/message, or had no connection
-	changed chan struct{}
+	mu     sync.Mutex
+	pinned map[string]int // connections whose webhooks go to one replica
 }
 
 func newVSAgent(t *testing.T) *vsAgent {
-	a := &vsAgent{byConn: map[string][]e2ePosted{}, pinned: map[string]int{}, changed: make(chan struct{})}
-	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
-	t.Cleanup(a.srv.Close)
+	a := &vsAgent{Agent: vsagenttest.New(t, nil), pinned: map[string]int{}}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
 	a.client = &http.Client{Transport: tr, Timeout: 40 * time.Second}
 	return a
 }
 
-func (a *vsAgent) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	var raw map[string]any
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/message" || err != nil || json.Unmarshal(body, &raw) != nil {
-		a.mu.Lock()
-		a.other = append(a.other, r.Method+" "+r.URL.Path)
-		a.mu.Unlock()
-		http.Error(w, `{"message":"not a message"}`, http.StatusBadRequest)
-		return
-	}
-	str := func(k string) string { s, _ := raw[k].(string); return s }
-	m := e2ePosted{Type: str("type"), Conn: str("connectionId"), ID: str("id"), ThreadID: str("threadId"),
-		Content: str("content"), Raw: raw, Answered: uuid.NewString()}
-	a.mu.Lock()
-	if m.Conn == "" {
-		a.other = append(a.other, "message without connectionId: "+m.Type)
-	}
-	a.byConn[m.Conn] = append(a.byConn[m.Conn], m)
-	close(a.changed)
-	a.changed = make(chan struct{})
-	a.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"id":%q}`, m.Answered)
-}
-
 // messages returns what was posted to conn so far.
-func (a *vsAgent) messages(conn string) []e2ePosted {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.byConn[conn])
-}
+func (a *vsAgent) messages(conn string) []e2ePosted { return a.Messages(conn) }
 
 // waitFor waits until cond holds for the messages posted to conn, and returns them.
 func (a *vsAgent) waitFor(ctx context.Context, conn string, cond func([]e2ePosted) bool) ([]e2ePosted, error) {
-	for {
-		a.mu.Lock()
-		msgs, changed := slices.Clone(a.byConn[conn]), a.changed
-		a.mu.Unlock()
-		if cond(msgs) {
-			return msgs, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return msgs, ctx.Err()
-		}
-	}
+	return a.WaitFor(ctx, conn, cond)
 }
 
 // pin sends the webhooks of conn to replica i only.
@@ -194,6 +143,31 @@ func (a *vsAgent) pin(conn string, i int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.pinned[conn] = i
+}
+
+// postOnce delivers one webhook to the first replica, once, as the VS Agent itself does (it
+// never sends a webhook again), and returns the status (0 when packbot could not be reached).
+func (a *vsAgent) postOnce(ctx context.Context, route, body string) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+a.addrs[0]+"/"+route, strings.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	a.authorize(req)
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// authorize adds the webhook secret, when there is one.
+func (a *vsAgent) authorize(req *http.Request) {
+	req.Header.Set("Content-Type", "application/json")
+	if a.secret != "" {
+		req.Header.Set("Authorization", "Bearer "+a.secret)
+	}
 }
 
 // post delivers one webhook of conn as a VS Agent behind a round-robin balancer that sends it
@@ -216,7 +190,7 @@ func (a *vsAgent) post(ctx context.Context, conn, route, body string) error {
 		if err != nil {
 			return err
 		}
-		req.Header.Set("Content-Type", "application/json")
+		a.authorize(req)
 		resp, err := a.client.Do(req)
 		if err == nil {
 			reason, _ := io.ReadAll(resp.Body)
@@ -245,24 +219,26 @@ func (a *vsAgent) post(ctx context.Context, conn, route, body string) error {
 	}
 }
 
-func e2eNow() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z") }
-
 // connected posts connection-state-updated (completed) for conn.
 func (a *vsAgent) connected(ctx context.Context, conn string) error {
-	return a.post(ctx, conn, "connection-state-updated", fmt.Sprintf(
-		`{"type":"connection-state-updated","timestamp":%q,"connectionId":%q,"invitationId":%q,"state":"completed"}`,
-		e2eNow(), conn, uuid.NewString()))
+	return a.post(ctx, conn, vsagenttest.RouteConnectionState, a.completed(conn))
+}
+
+// completed is the connection-state-updated webhook of conn's completion; conn is the VS
+// Agent's from then on.
+func (a *vsAgent) completed(conn string) string {
+	return string(vsagenttest.Completed(a.Connect(conn)))
 }
 
 // message posts a message-received webhook of a message of typ from conn with fields (JSON
 // members without the common ones, or ""), and returns the message's id.
 func (a *vsAgent) message(ctx context.Context, conn, typ, fields string) (string, error) {
-	id := uuid.NewString()
-	msg := fmt.Sprintf(`{"type":%q,"id":%q,"connectionId":%q,"timestamp":%q`, typ, id, conn, e2eNow())
-	if fields != "" {
-		msg += "," + fields
+	m := map[string]any{}
+	if err := json.Unmarshal([]byte("{"+fields+"}"), &m); err != nil {
+		return "", fmt.Errorf("message fields %s: %w", fields, err)
 	}
-	return id, a.post(ctx, conn, "message-received", fmt.Sprintf(`{"type":"message-received","timestamp":%q,"message":%s}`, e2eNow(), msg+"}"))
+	id, body := vsagenttest.Received(conn, typ, m)
+	return id, a.post(ctx, conn, vsagenttest.RouteMessageReceived, string(body))
 }
 
 // text posts a text message from conn and returns its id.
@@ -274,10 +250,8 @@ func (a *vsAgent) text(ctx context.Context, conn, content string) (string, error
 // checkOther reports requests to the admin API that were not messages to a connection.
 func (a *vsAgent) checkOther(t *testing.T) {
 	t.Helper()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.other) > 0 {
-		t.Errorf("unexpected requests to the VS Agent admin API: %q", a.other)
+	if other := a.Other(); len(other) > 0 {
+		t.Errorf("unexpected requests to the VS Agent admin API: %q", other)
 	}
 }
 
@@ -301,14 +275,7 @@ func e2eOfType(msgs []e2ePosted, typ string) []e2ePosted {
 }
 
 // firstPosts is msgs without redeliveries: each packbot id once, where it first came.
-func firstPosts(msgs []e2ePosted) []e2ePosted {
-	seen := make(map[string]bool, len(msgs))
-	return slices.DeleteFunc(slices.Clone(msgs), func(m e2ePosted) bool {
-		dup := seen[m.ID]
-		seen[m.ID] = true
-		return dup
-	})
-}
+func firstPosts(msgs []e2ePosted) []e2ePosted { return vsagenttest.FirstPosts(msgs) }
 
 // vaBot is packbot on the vsagent channel (n replicas, each its own serveProc), the fake VS
 // Agent in front of them, the demo bank and the pack's catalog.
@@ -335,7 +302,7 @@ func newVABot(t *testing.T, n int, packTemplate string, bankOpts *demoserver.Opt
 	if err := os.WriteFile(pack, fmt.Appendf(nil, packTemplate, e2eCredDef, bankSrv.URL+"/mcp"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b.env = append([]string{"PACKBOT_CHANNEL=vsagent", "VS_AGENT_ADMIN_URL=" + b.agent.srv.URL, "AGENT_PACK_PATH=" + pack,
+	b.env = append([]string{"PACKBOT_CHANNEL=vsagent", "VS_AGENT_ADMIN_URL=" + b.agent.URL, "AGENT_PACK_PATH=" + pack,
 		"E2E_LLM_URL=" + llm.URL, "PACKBOT_APPROVAL_SWEEP=200ms"}, env...)
 	b.cat = packCatalog(t, b.env, pack)
 	for i := range n {

@@ -22,6 +22,34 @@ type walletUI struct {
 	question *didcomm.WalletEvent
 	proof    *didcomm.WalletEvent // a request waiting for y/n (interactive)
 	dir      string               // the data folder, where credentials issued to the wallet are kept
+	seen     seenIDs
+}
+
+// seenIDs remembers the ids of the last messages shown, so that one sent again (a bot that
+// crashed after its message went out and before it recorded so sends it again, with the same
+// id) is not shown twice.
+type seenIDs struct {
+	ids  map[string]bool
+	ring []string
+	next int
+}
+
+// keepSeen is how many message ids a wallet remembers.
+const keepSeen = 1024
+
+// add records id and reports whether it was seen before.
+func (s *seenIDs) add(id string) (repeated bool) {
+	if s.ids == nil {
+		s.ids, s.ring = map[string]bool{}, make([]string, keepSeen)
+	}
+	if s.ids[id] {
+		return true
+	}
+	delete(s.ids, s.ring[s.next])
+	s.ring[s.next] = id
+	s.ids[id] = true
+	s.next = (s.next + 1) % keepSeen
+	return false
 }
 
 func newWalletUI(a *app, o walletOptions) *walletUI {
@@ -54,8 +82,13 @@ func (u *walletUI) connected(conn, label string) {
 	}
 }
 
-// show displays what reached the wallet.
+// show displays what reached the wallet; a message whose id was shown already is dropped
+// (scripted, a "duplicate" event says so).
 func (u *walletUI) show(e didcomm.WalletEvent) {
+	if e.ID != "" && (e.Text != nil || e.Menu != nil || e.Question != nil || e.ProofRequest != nil) && u.seen.add(e.ID) {
+		u.out(map[string]any{"event": "duplicate", "id": e.ID}, "")
+		return
+	}
 	switch {
 	case e.Text != nil:
 		u.out(map[string]any{"event": "text", "id": e.ID, "content": e.Text.Content, "replyTo": e.ReplyTo}, "bot: %s", e.Text.Content)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -60,5 +61,31 @@ func TestInteractiveWalletUI(t *testing.T) {
 	}
 	if a, _ := u.parseLine(":q"); a.Action != "quit" {
 		t.Fatalf(":q → %+v", a)
+	}
+}
+
+// TestWalletDropsRepeatedMessages: a message sent again with the id of one already shown (a bot
+// that crashed after sending it) is not shown again; scripted, a "duplicate" event says so.
+func TestWalletDropsRepeatedMessages(t *testing.T) {
+	for _, scripted := range []bool{false, true} {
+		var out bytes.Buffer
+		u := newWalletUI(&app{stdout: &out}, walletOptions{scripted: scripted})
+		reply := didcomm.WalletEvent{ID: "m-1", Text: &channel.Text{Content: "you said: hi"}}
+		u.show(reply)
+		u.show(didcomm.WalletEvent{ID: "m-2", Text: &channel.Text{Content: "you said: hi"}}) // the same words, another message
+		u.show(reply)
+		if n := strings.Count(out.String(), "you said: hi"); n != 2 {
+			t.Errorf("scripted %v: the text shown %d times, want 2 (the repeated id dropped):\n%s", scripted, n, out.String())
+		}
+		if got := strings.Count(out.String(), `{"event":"duplicate","id":"m-1"}`); scripted && got != 1 {
+			t.Errorf("scripted: %d duplicate events:\n%s", got, out.String())
+		}
+	}
+	var s seenIDs
+	for i := range keepSeen + 1 {
+		s.add(fmt.Sprint(i))
+	}
+	if s.add("0") || !s.add(fmt.Sprint(keepSeen)) {
+		t.Error("seenIDs keeps more than keepSeen ids, or forgot the newest")
 	}
 }

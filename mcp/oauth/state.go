@@ -132,29 +132,12 @@ func pendingKey(identity, server string) store.CredentialKey {
 
 // sealJSON marshals v and seals it for the row k.
 func (m *Manager) sealJSON(k store.CredentialKey, v any) (store.Sealed, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return store.Sealed{}, fmt.Errorf("encode %s: %w", k.Kind, err)
-	}
-	s, err := m.keyring.Seal(k, b)
-	clear(b)
-	if err != nil {
-		return store.Sealed{}, fmt.Errorf("seal %s: %w", k.Kind, err)
-	}
-	return s, nil
+	return m.keyring.SealJSON(k, v)
 }
 
 // openJSON opens s for the row k into v.
 func (m *Manager) openJSON(k store.CredentialKey, s store.Sealed, v any) error {
-	b, err := m.keyring.Open(k, s)
-	if err != nil {
-		return err
-	}
-	defer clear(b)
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("decode %s: %w", k.Kind, err)
-	}
-	return nil
+	return m.keyring.OpenJSON(k, s, v)
 }
 
 func (m *Manager) openGrant(k store.CredentialKey, s store.Sealed) (grant, error) {

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -172,6 +173,32 @@ func (kr *Keyring) Open(k store.CredentialKey, s store.Sealed) ([]byte, error) {
 		return nil, fmt.Errorf("open %s: %w", describe(k), ErrOpen)
 	}
 	return pt, nil
+}
+
+// SealJSON encodes v as JSON and seals it for the row k: the one way packbot seals a
+// structured secret (credential fields, OAuth grants, pending sign-ins, inbox events). The
+// plaintext is wiped once sealed.
+func (kr *Keyring) SealJSON(k store.CredentialKey, v any) (store.Sealed, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return store.Sealed{}, fmt.Errorf("seal %s: encode: %w", describe(k), err)
+	}
+	defer clear(b)
+	return kr.Seal(k, b)
+}
+
+// OpenJSON opens s for the row k and decodes it into v (see [Keyring.Open] for its errors). The
+// plaintext is wiped once decoded.
+func (kr *Keyring) OpenJSON(k store.CredentialKey, s store.Sealed, v any) error {
+	b, err := kr.Open(k, s)
+	if err != nil {
+		return err
+	}
+	defer clear(b)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("open %s: decode: %w", describe(k), err)
+	}
+	return nil
 }
 
 // Reseal opens s for the row k and seals it again under the current key; it implements

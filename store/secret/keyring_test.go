@@ -239,3 +239,34 @@ func TestKeyringFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestSealJSON: a structured value seals and opens for its row as the JSON it encodes to; it
+// does not open for another row, and a value that is not the JSON of the target fails to
+// decode with an error naming the row (never the value).
+func TestSealJSON(t *testing.T) {
+	kr := mustKeyring(t, mustKey(t, hexA))
+	in := map[string]string{"token": "ghp_secret"}
+	s, err := kr.SealJSON(row, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain, err := kr.Open(row, s); err != nil || string(plain) != `{"token":"ghp_secret"}` {
+		t.Fatalf("Open = %q, %v", plain, err)
+	}
+	var out map[string]string
+	if err := kr.OpenJSON(row, s, &out); err != nil || out["token"] != "ghp_secret" {
+		t.Fatalf("OpenJSON = %v, %v", out, err)
+	}
+	other := row
+	other.Server = "gitlab"
+	if err := kr.OpenJSON(other, s, &out); !errors.Is(err, secret.ErrOpen) {
+		t.Errorf("OpenJSON for another row: %v, want ErrOpen", err)
+	}
+	var n int
+	if err := kr.OpenJSON(row, s, &n); err == nil || strings.Contains(err.Error(), "ghp_secret") || !strings.Contains(err.Error(), "github") {
+		t.Errorf("OpenJSON into the wrong type: %v", err)
+	}
+	if _, err := kr.SealJSON(row, func() {}); err == nil {
+		t.Error("SealJSON of a value JSON cannot encode succeeded")
+	}
+}

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -84,7 +85,21 @@ const (
 	qReplayParked = `UPDATE inbox SET state = ` + sqlEventPending + `, attempts = 0, next_attempt_at = $2, done_at = 0
 	WHERE id = $1 AND state = ` + sqlEventParked + ` RETURNING ` + eventColumns
 	qPurgeInbox = `DELETE FROM inbox WHERE state = ` + sqlEventDone + ` AND done_at < $1`
-	qHeartbeat  = `INSERT INTO inbox_holders (holder, alive_until) VALUES ($1, $2)
+	// qDropEvent deletes a pending event ($1, of connection $2), fenced by the lease ($2–$4).
+	qDropEvent = fence + `DELETE FROM inbox
+	WHERE id = $1 AND connection_id = $2 AND state = ` + sqlEventPending + ` AND EXISTS (SELECT 1 FROM l)`
+	// qForgetLease deletes the lease ($1 connection, $2 holder, $3 epoch) of a connection the
+	// inbox holds nothing of.
+	qForgetLease = `DELETE FROM inbox_leases WHERE connection_id = $1 AND holder = $2 AND epoch = $3
+	AND NOT EXISTS (SELECT 1 FROM inbox WHERE connection_id = $1)`
+	// qPruneLeases deletes the released leases of connections the inbox and the outbox hold
+	// nothing of: their events are purged (a day after they were done), so nothing of them is
+	// pending or recognised, and a holder that could still write with an old epoch would have
+	// been stalled for a day.
+	qPruneLeases = `DELETE FROM inbox_leases WHERE holder = ''
+	AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.connection_id = inbox_leases.connection_id)
+	AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.connection_id = inbox_leases.connection_id)`
+	qHeartbeat = `INSERT INTO inbox_holders (holder, alive_until) VALUES ($1, $2)
 	ON CONFLICT (holder) DO UPDATE SET alive_until = excluded.alive_until`
 	qForgetHolder       = `DELETE FROM inbox_holders WHERE holder = $1`
 	qForgetHolderLeases = `UPDATE inbox_leases SET holder = '', expires_at = 0 WHERE holder = $1`
@@ -390,10 +405,43 @@ func (db *DB) PurgeInbox(ctx context.Context, before time.Time) (int, error) {
 	if err == nil {
 		n, err = res.RowsAffected()
 	}
+	if err == nil {
+		_, err = db.conn().exec(ctx, qPruneLeases)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("purge inbox: %w", err)
 	}
 	return int(n), nil
+}
+
+// DropEvent deletes a pending event, fenced by l, and the connection's lease when the inbox
+// holds nothing else of it, in one transaction. On PostgreSQL it takes the connection's lock
+// first, as accepts do: an accept of the connection is not half done meanwhile.
+func (db *DB) DropEvent(ctx context.Context, eventID int64, l store.Lease) (forgotten bool, err error) {
+	err = db.tx(ctx, func(c conn) error {
+		if db.d.name == postgres {
+			if _, err := c.exec(ctx, qLockConnection, l.ConnectionID); err != nil {
+				return err
+			}
+		}
+		if err := c.execOne(ctx, qDropEvent, eventID, l.ConnectionID, l.Holder, l.Epoch); err != nil {
+			return cmp.Or(notFoundAs(err, errFenced), err)
+		}
+		res, err := c.exec(ctx, qForgetLease, l.ConnectionID, l.Holder, l.Epoch)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		forgotten = n == 1
+		return err
+	})
+	if errors.Is(err, errFenced) {
+		err = db.fenceFailed(ctx, eventID, l)
+	}
+	if err != nil {
+		return false, fmt.Errorf("drop event %d: %w", eventID, err)
+	}
+	return forgotten, nil
 }
 
 // Heartbeat records that holder is alive until now + ttl.

@@ -36,7 +36,10 @@ const (
 	qAckOutboxListPostgres = `DELETE FROM outbox WHERE id = ANY($1::bigint[])`
 	qAckOutboxListSQLite   = `DELETE FROM outbox WHERE id IN (SELECT value FROM json_each($1))`
 	qRetryOutbox           = `UPDATE outbox SET next_attempt_at = $2, last_error = $3 WHERE id = $1`
-	qPendingOutbox         = `SELECT COUNT(*) FROM outbox WHERE identity = $1`
+	// qAsyncCommit commits the transaction it runs in without waiting for the WAL flush
+	// (PostgreSQL; see AckOutbox).
+	qAsyncCommit   = `SELECT set_config('synchronous_commit', 'off', true)`
+	qPendingOutbox = `SELECT COUNT(*) FROM outbox WHERE identity = $1`
 )
 
 // EnqueueOutbox stores a message and returns its id. CreatedAt and NextAttemptAt default to the
@@ -80,29 +83,38 @@ func (db *DB) ClaimOutbox(ctx context.Context, c store.OutboxClaim) ([]store.Out
 }
 
 // AckOutbox removes delivered messages in one statement; acking a missing message is not an
-// error.
+// error. The bot marks each message delivered as soon as the channel took it, before the next
+// goes out, so this runs as often as messages go out, and the time until its statement has left
+// for the database is the window in which a crash of packbot sends the message again. On
+// PostgreSQL the removal is its own transaction, sent at once, and committed without waiting
+// for the WAL flush (synchronous_commit off for that transaction only): it costs a round trip
+// and no disk wait, a crash of packbot after the statement left cannot undo it, and it is
+// visible to every replica at once — but it is lost (the messages sent again, with their ids)
+// if PostgreSQL itself crashes within the WAL writer's delay (≤ 3 × wal_writer_delay, 0.6 s by
+// default) before a later commit flushed it. A message is never lost that way, only repeated.
+// Removals are not grouped with each other or with the completions: with no disk flush to
+// share, a group would only make a removal wait for the batch in flight, widening the window
+// and making one crash repeat every message of that batch.
 func (db *DB) AckOutbox(ctx context.Context, ids ...int64) error {
-	switch len(ids) {
-	case 0:
-		return nil
-	case 1:
-		if _, err := db.conn().exec(ctx, qAckOutbox, ids[0]); err != nil {
-			return fmt.Errorf("ack outbox %d: %w", ids[0], err)
-		}
+	if len(ids) == 0 {
 		return nil
 	}
-	if db.d.name == postgres {
-		err := db.pgBatch(ctx, func(b *pgx.Batch) { b.Queue(qAckOutboxListPostgres, ids) })
-		if err != nil {
-			return fmt.Errorf("ack %d outbox messages: %w", len(ids), err)
+	var err error
+	switch {
+	case db.d.name == postgres:
+		err = db.pgBatch(ctx, func(b *pgx.Batch) {
+			b.Queue(qAsyncCommit)
+			b.Queue(qAckOutboxListPostgres, ids)
+		})
+	case len(ids) == 1:
+		_, err = db.conn().exec(ctx, qAckOutbox, ids[0])
+	default:
+		var list []byte
+		if list, err = json.Marshal(ids); err == nil {
+			_, err = db.conn().exec(ctx, qAckOutboxListSQLite, string(list))
 		}
-		return nil
 	}
-	list, err := json.Marshal(ids)
 	if err != nil {
-		return fmt.Errorf("ack outbox: %w", err)
-	}
-	if _, err := db.conn().exec(ctx, qAckOutboxListSQLite, string(list)); err != nil {
 		return fmt.Errorf("ack %d outbox messages: %w", len(ids), err)
 	}
 	return nil

@@ -12,10 +12,11 @@ const (
 	qInboxStats  = `SELECT COUNT(*), MIN(accepted_at) FROM inbox WHERE state = 'pending'`
 	qParkedCount = `SELECT COUNT(*) FROM inbox WHERE state = 'parked'`
 	qOutboxStats = `SELECT COUNT(*), MIN(created_at) FROM outbox`
+	qLeaseCount  = `SELECT COUNT(*) FROM inbox_leases`
 )
 
 // QueueStats counts the pending and parked inbox events and the undelivered outbox messages,
-// with the age of the oldest of each queue.
+// with the age of the oldest of each queue, and the connection leases kept.
 func (db *DB) QueueStats(ctx context.Context) (store.QueueStats, error) {
 	var (
 		qs                  store.QueueStats
@@ -30,6 +31,9 @@ func (db *DB) QueueStats(ctx context.Context) (store.QueueStats, error) {
 	}
 	if err := c.queryRow(ctx, qOutboxStats).Scan(&qs.OutboxPending, &outOldest); err != nil {
 		return qs, fmt.Errorf("outbox stats: %w", err)
+	}
+	if err := c.queryRow(ctx, qLeaseCount).Scan(&qs.Leases); err != nil {
+		return qs, fmt.Errorf("lease count: %w", err)
 	}
 	if inOldest.Valid {
 		qs.InboxOldest = fromMillis(inOldest.Int64)

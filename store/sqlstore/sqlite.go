@@ -12,6 +12,8 @@ import (
 
 	sqlitedriver "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/packbot/packbot/internal/retry"
 )
 
 // sqliteDialect rewrites the shared SQL (see [dialect.rebind]). Its write transactions begin
@@ -57,27 +59,21 @@ func OpenSQLite(ctx context.Context, path string, opts *Options) (*DB, error) {
 // not apply to it), so when several processes create the same database at once, those that find
 // it busy retry, briefly, until one of them has switched it.
 func enableWAL(ctx context.Context, db *sql.DB) error {
-	for wait := time.Millisecond; ; wait *= 2 {
-		var mode string
+	var mode string
+	err := retry.Policy{First: time.Millisecond, Within: 5 * time.Second, Retryable: isSQLiteBusy}.Do(ctx, func(ctx context.Context) error {
 		err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
 		if err == nil && mode != "wal" {
 			err = db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
 		}
-		var se *sqlitedriver.Error
-		switch {
-		case err == nil && mode == "wal":
-			return nil
-		case err == nil:
-			return fmt.Errorf("enable WAL: journal mode stays %q", mode)
-		case !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || wait > 2*time.Second:
-			return fmt.Errorf("enable WAL: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("enable WAL: %w", ctx.Err())
-		case <-time.After(wait):
-		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("enable WAL: %w", err)
+	case mode != "wal":
+		return fmt.Errorf("enable WAL: journal mode stays %q", mode)
 	}
+	return nil
 }
 
 // isSQLiteConflict reports a UNIQUE or PRIMARY KEY constraint violation.

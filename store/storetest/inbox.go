@@ -29,6 +29,8 @@ var inboxTests = []test{
 	{"Claimable", testClaimable},
 	{"ParkReplay", testParkReplay},
 	{"Purge", testPurgeInbox},
+	{"DropEvent", testDropEvent},
+	{"PruneLeases", testPruneLeases},
 	{"ForgetHolder", testForgetHolder},
 	{"Closed", testInboxClosed},
 }
@@ -585,6 +587,76 @@ func testPurgeInbox(t *testing.T, s store.Store) {
 	wantEqual(t, "pending kept", len(pendingEvents(t, s, "c1")), 2)
 }
 
+// testDropEvent: a dropped event leaves nothing — not pending, its key not recognised — and the
+// last one of a connection the inbox holds nothing else of takes the lease with it (a later
+// take starts again at epoch 1); a connection with done events keeps its lease. Fenced.
+func testDropEvent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a1 := accept(t, s, "c1", "k1", "h1", t0)
+	a2 := accept(t, s, "c1", "k2", "", t0)
+	forgotten, err := s.DropEvent(ctx, a1.ID, a1.Lease)
+	check(t, err)
+	wantEqual(t, "forgotten with k2 pending", forgotten, false)
+	wantEqual(t, "pending after dropping k1", eventIDs(pendingEvents(t, s, "c1")), []int64{a2.ID})
+	_, err = s.DropEvent(ctx, a1.ID, a1.Lease)
+	wantErr(t, err, store.ErrNotFound)
+	stale := a1.Lease
+	stale.Epoch++
+	_, err = s.DropEvent(ctx, a2.ID, stale)
+	wantErr(t, err, store.ErrLeaseLost)
+	forgotten, err = s.DropEvent(ctx, a2.ID, a1.Lease)
+	check(t, err)
+	wantEqual(t, "forgotten with nothing left", forgotten, true)
+	wantEqual(t, "pending at the end", len(pendingEvents(t, s, "c1")), 0)
+	wantEqual(t, "claimable at the end", claimable(t, s, t0), []string{})
+	again := accept(t, s, "c1", "k1", "h2", t0)
+	if again.Duplicate || !again.Taken || again.Lease.Epoch != 1 {
+		t.Fatalf("accept after the drop: %+v; want a new event and a new lease at epoch 1", again)
+	}
+	if qs, ok := s.(store.QueueStatter); ok {
+		st, err := qs.QueueStats(ctx)
+		check(t, err)
+		wantEqual(t, "leases kept", st.Leases, 1)
+	}
+
+	// A connection with a done event keeps its lease.
+	b1 := accept(t, s, "c2", "k1", "h1", t0)
+	b2 := accept(t, s, "c2", "k2", "", t0)
+	complete(t, s, b1.ID, b1.Lease, t0)
+	forgotten, err = s.DropEvent(ctx, b2.ID, b1.Lease)
+	check(t, err)
+	wantEqual(t, "forgotten with a done event", forgotten, false)
+	if _, ok := takeLease(t, s, "c2", "h2", t0); ok {
+		t.Fatal("the lease of a connection with a done event was given up")
+	}
+}
+
+// testPruneLeases: PurgeInbox forgets the released leases of connections that have nothing left
+// in the inbox or the outbox (their next take starts again at epoch 1), and keeps the others.
+func testPruneLeases(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, conn := range []string{"c1", "c2", "c3"} {
+		a := accept(t, s, conn, "k1", "h1", t0)
+		complete(t, s, a.ID, a.Lease, t0)
+		_, err := s.ReleaseLease(ctx, a.Lease, t0)
+		check(t, err)
+	}
+	m, err := store.NewOutboxMessage("", "c2", "text", map[string]string{"text": "hi"})
+	check(t, err)
+	_, err = s.EnqueueOutbox(ctx, m)
+	check(t, err)
+	takeLease(t, s, "c3", "h1", t0) // held: kept
+	n, err := s.PurgeInbox(ctx, t0.Add(time.Second))
+	check(t, err)
+	wantEqual(t, "purged", n, 3)
+	for conn, want := range map[string]bool{"c1": true, "c2": false, "c3": false} {
+		l, ok := takeLease(t, s, conn, "h2", t0)
+		if fresh := ok && l.Epoch == 1; fresh != want {
+			t.Errorf("%s: take after the purge: %+v, %v; want a new lease at epoch 1: %v", conn, l, ok, want)
+		}
+	}
+}
+
 func testForgetHolder(t *testing.T, s store.Store) {
 	check(t, s.Heartbeat(t.Context(), "h1", time.Hour, t0))
 	a := accept(t, s, "c1", "k1", "h1", t0)
@@ -617,6 +689,7 @@ func testInboxClosed(t *testing.T, s store.Store) {
 		"ReleaseLease":  func() error { _, err := s.ReleaseLease(ctx, l, t0); return err },
 		"PendingEvents": func() error { _, err := s.PendingEvents(ctx, "c1", 0, 0); return err },
 		"SaveSteps":     func() error { return s.SaveSteps(ctx, 1, l, nil) },
+		"DropEvent":     func() error { _, err := s.DropEvent(ctx, 1, l); return err },
 		"CompleteEvent": func() error {
 			_, err := s.CompleteEvent(ctx, store.Completion{EventID: 1, Lease: l, TTL: ttl})
 			return err
