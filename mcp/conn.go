@@ -171,6 +171,8 @@ func (c *conn) dial(ctx context.Context) (sess *mcpsdk.ClientSession, cancel fun
 	surf, serr := c.listSurface(lctx, sess)
 	if serr != nil {
 		c.log().Warn("MCP prompts or resources not listed", "error", serr)
+	} else {
+		surf.checkNames(c.log(), c.server())
 	}
 	c.setSurface(surf, serr == nil)
 	c.log().Info("MCP session open", "protocol", sess.InitializeResult().ProtocolVersion,

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/packbot/packbot/packs/namecheck"
 )
 
 // SmokeContext asks a smoke test for the rest of the server's surface: its prompts (with their
@@ -23,6 +25,16 @@ type SmokeSurface struct {
 	// Prompt and Contents are the prompt got and the resource read, when asked.
 	Prompt   *PromptResult
 	Contents []ResourceContents
+}
+
+// Offered is what the smoke test saw the server offer, for checking the names a pack's rules
+// use: its tools, and its prompts and resources (URIs, templates, skills) when they were listed.
+func (r *SmokeReport) Offered() namecheck.Offered {
+	o := namecheck.Offered{namecheck.Tool: r.ToolNames}
+	if r.Context != nil {
+		o[namecheck.Prompt], o[namecheck.Resource] = r.Context.Surface.names()
+	}
+	return o
 }
 
 // smokeContext lists the session's prompts, resources, templates and skills, and gets the prompt

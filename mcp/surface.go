@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/packbot/packbot/packs"
+	"github.com/packbot/packbot/packs/namecheck"
 )
 
 // The rest of a server's surface besides tools: prompts (user-driven: the user picks one and
@@ -100,6 +104,36 @@ type Surface struct {
 	// Completions: the server answers completion/complete. Subscribe: it reports updates of the
 	// resources a session subscribes to. SkillsDeclared: it declares the skills extension.
 	Completions, Subscribe, SkillsDeclared bool
+}
+
+// names are the names of the surface's prompts, and the URIs of its resources, templates and
+// skills, as a pack's promptAccess and resourceAccess name them.
+func (s Surface) names() (prompts, resources []string) {
+	prompts = []string{}
+	for _, p := range s.Prompts {
+		prompts = append(prompts, p.Name)
+	}
+	resources = []string{}
+	for _, r := range s.Resources {
+		resources = append(resources, r.URI)
+	}
+	for _, t := range s.Templates {
+		resources = append(resources, t.URITemplate)
+	}
+	for _, k := range s.Skills {
+		resources = append(resources, k.URI)
+	}
+	return prompts, resources
+}
+
+// checkNames logs each prompt or resource the pack's rules for s name that the surface does
+// not offer (rules of prompts and resources grant access: a wrong name only leaves something
+// out).
+func (s Surface) checkNames(log *slog.Logger, srv *packs.Server) {
+	prompts, resources := s.names()
+	for _, f := range namecheck.Check(srv, namecheck.Offered{namecheck.Prompt: prompts, namecheck.Resource: resources}) {
+		log.Warn("MCP pack rule names a "+string(f.Kind)+" the server does not have", "server", srv.Name, "problem", f.String())
+	}
 }
 
 // Prompt finds a prompt by name.

@@ -250,7 +250,7 @@ func (d *doctor) checkMCP(ctx context.Context, p *packs.Pack) {
 			continue
 		}
 		d.report("ok", name, "%s %s: %d tool(s) listed, %d offered", s.Transport, target(s), rep.Listed, len(rep.Tools))
-		for _, f := range namecheck.Check(&s, namecheck.Offered{namecheck.Tool: rep.ToolNames}) {
+		for _, f := range namecheck.Check(&s, rep.Offered()) {
 			level := "warn"
 			if f.Blocking {
 				level = "FAIL"

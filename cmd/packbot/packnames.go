@@ -40,7 +40,7 @@ func checkPackNames(ctx context.Context, a *app, p *packs.Pack, w io.Writer, res
 			fmt.Fprintf(w, "%s: note: %s: names not checked against %s: could not list its tools: %s\n", p.Source, path, s.Name, oneLine(smokeReason(err, s), 300))
 			continue
 		}
-		for _, f := range namecheck.Check(&s, namecheck.Offered{namecheck.Tool: rep.ToolNames}) {
+		for _, f := range namecheck.Check(&s, rep.Offered()) {
 			pr := packs.Problem{Severity: packs.Warning, Pos: packs.Pos{File: p.Source}, Path: path + "." + f.Field, Message: findingMessage(f)}
 			if f.Blocking {
 				pr.Severity = packs.Error

@@ -10,8 +10,10 @@
 // fixed (package mcp applies [Gate] when it admits a server's tools). Each finding names the
 // server's closest name.
 //
-// It owns the rule inventory ([Rules]): prompts and resources plug in there as further kinds
-// (with their own fields), checked the same way against what a server lists of them. It does no
+// It owns the rule inventory ([Rules]): tools, then prompts (promptAccess) and resources
+// (resourceAccess: URIs, URI templates, prefixes ending in "*"), each checked against what the
+// server lists of its kind; the rules of prompts and resources grant access, so their findings
+// are warnings (pack validate --connect, doctor, and serve's log once it listed them). It does no
 // I/O: callers list what servers offer (package mcp) and report.
 //
 //	fs := namecheck.Check(&pack.MCP.Servers[0], namecheck.Offered{namecheck.Tool: toolNames})

@@ -3,6 +3,7 @@ package namecheck
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -36,9 +37,24 @@ type Rule struct {
 	Blocking bool
 }
 
-// Rules lists the names s's rules use. Rules of prompts and resources are added here, beside
-// tools, as the pack gains them.
+// Rules lists the names s's rules use: its tools' (allowlist, toolAccess), then its prompts'
+// (promptAccess) and resources' (resourceAccess, whose entries are URIs, URI templates and
+// prefixes ending in "*"). The rules of prompts and resources grant access, so their findings
+// are warnings.
 func Rules(s *packs.Server) []Rule {
+	out := toolRules(s)
+	_, prompts := s.PromptAccess.Rules()
+	for _, role := range slices.Sorted(maps.Keys(prompts)) {
+		out = append(out, Rule{Kind: Prompt, Field: "promptAccess.roles." + role, Names: prompts[role]})
+	}
+	_, resources := s.ResourceAccess.Rules()
+	for _, role := range slices.Sorted(maps.Keys(resources)) {
+		out = append(out, Rule{Kind: Resource, Field: "resourceAccess.roles." + role, Names: resources[role]})
+	}
+	return out
+}
+
+func toolRules(s *packs.Server) []Rule {
 	var out []Rule
 	if len(s.Allowlist) > 0 {
 		out = append(out, Rule{Kind: Tool, Field: "allowlist", Names: s.Allowlist})
@@ -107,13 +123,35 @@ func Check(s *packs.Server, offered Offered) []Finding {
 			continue
 		}
 		for _, n := range r.Names {
-			if slices.Contains(have, n) {
+			if offers(r.Kind, have, n) {
 				continue
 			}
 			out = append(out, Finding{Server: s.Name, Kind: r.Kind, Name: n, Field: r.Field, Closest: Closest(n, have), Blocking: r.Blocking})
 		}
 	}
 	return out
+}
+
+// offers reports whether have, what a server lists of kind, holds the rule entry n. A resource
+// entry is a URI, a URI template or a prefix ending in "*"; have holds the server's resource
+// URIs and its templates. A URI that one of the templates may expand to is offered.
+func offers(kind Kind, have []string, n string) bool {
+	if slices.Contains(have, n) {
+		return true
+	}
+	if kind != Resource {
+		return false
+	}
+	if prefix, ok := strings.CutSuffix(n, "*"); ok {
+		return prefix == "" || slices.ContainsFunc(have, func(h string) bool { return strings.HasPrefix(h, prefix) })
+	}
+	if strings.Contains(n, "{") {
+		return false
+	}
+	return slices.ContainsFunc(have, func(h string) bool {
+		lit, _, isTemplate := strings.Cut(h, "{")
+		return isTemplate && strings.HasPrefix(n, lit) && len(n) > len(lit)
+	})
 }
 
 // ErrBlocked: a restricting rule names something its server does not offer (see [Finding]).

@@ -107,3 +107,37 @@ func Example() {
 	// toolAccess.approval[0].tools transfer_all_mony closest: transfer_all_money
 	// true
 }
+
+// TestPromptAndResourceRules: promptAccess and resourceAccess entries are checked against the
+// prompts and resources a server lists (URIs, templates, prefixes); they grant access, so a
+// wrong one is a warning, never blocking.
+func TestPromptAndResourceRules(t *testing.T) {
+	s := &packs.Server{Name: "hr",
+		PromptAccess: &packs.PromptAccess{Roles: map[string][]string{"clerk": {"plan_lookup", "review_prepared_writ"}}},
+		ResourceAccess: &packs.ResourceAccess{Roles: map[string][]string{
+			"clerk":   {"hr://guides/*", "hr://operations/{operation}", "hr://operations/update_person", "hr://polices/data"},
+			"manager": {"hr://nothing/*", "hr://operations/{op}"},
+		}}}
+	offered := namecheck.Offered{
+		namecheck.Tool:     {"commit_api_write"},
+		namecheck.Prompt:   {"plan_lookup", "review_prepared_write"},
+		namecheck.Resource: {"hr://guides/safe-write-workflow", "hr://policies/data", "hr://operations/{operation}"},
+	}
+	var got []string
+	for _, f := range namecheck.Check(s, offered) {
+		got = append(got, fmt.Sprintf("%s %s %s→%s blocking=%v", f.Kind, f.Field, f.Name, f.Closest, f.Blocking))
+	}
+	want := []string{
+		"prompt promptAccess.roles.clerk review_prepared_writ→review_prepared_write blocking=false",
+		"resource resourceAccess.roles.clerk hr://polices/data→hr://policies/data blocking=false",
+		"resource resourceAccess.roles.manager hr://nothing/*→hr://policies/data blocking=false",
+		"resource resourceAccess.roles.manager hr://operations/{op}→hr://operations/{operation} blocking=false",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Prompts and resources not listed (a smoke test that could list only tools): not checked.
+	if fs := namecheck.Check(s, namecheck.Offered{namecheck.Tool: {"commit_api_write"}}); fs != nil {
+		t.Errorf("prompts and resources not listed, yet findings: %v", fs)
+	}
+}
