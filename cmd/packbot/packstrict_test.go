@@ -30,3 +30,16 @@ func TestPackApplyStrict(t *testing.T) {
 		t.Fatalf("pack apply: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestExplainHelpPointer: `pack explain -h` points at the access rules inside the repository.
+func TestExplainHelpPointer(t *testing.T) {
+	_, out, _ := cli(t, nil, "pack", "explain", "-h")
+	const doc = "docs/agent-pack.md"
+	if !strings.Contains(out, doc) {
+		t.Fatalf("pack explain -h names no %s:\n%s", doc, out)
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", doc))
+	if err != nil || !strings.Contains(string(b), "### Access rules") {
+		t.Fatalf("%s has no access rules section: %v", doc, err)
+	}
+}
