@@ -69,11 +69,15 @@ func quickStart(t *testing.T) map[string][]string {
 type terminals struct {
 	t    *testing.T
 	sock string
+	dir  string
+	env  []string // tmux gives a new window the PATH of the command that made it: this one's
 }
 
 func (m *terminals) tmux(args ...string) string {
 	m.t.Helper()
-	out, err := exec.Command("tmux", append([]string{"-L", m.sock}, args...)...).CombinedOutput()
+	cmd := exec.Command("tmux", append([]string{"-L", m.sock}, args...)...)
+	cmd.Env = m.env
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		m.t.Fatalf("tmux %v: %v\n%s", args, err, out)
 	}
@@ -81,7 +85,7 @@ func (m *terminals) tmux(args ...string) string {
 }
 
 func (m *terminals) open(name string) {
-	m.tmux("new-window", "-d", "-n", name, "bash --norc --noprofile")
+	m.tmux("new-window", "-d", "-n", name, "-c", m.dir, "bash --norc --noprofile")
 }
 
 func (m *terminals) screen(name string) string {
@@ -130,12 +134,11 @@ func TestQuickStart(t *testing.T) {
 	botPort, llmPort := freePortN(t), freePortN(t)
 	ports := strings.NewReplacer("127.0.0.1:8080", "127.0.0.1:"+botPort, "127.0.0.1:8090", "127.0.0.1:"+llmPort)
 
-	m := &terminals{t: t, sock: "packbot-qs-" + strconv.Itoa(os.Getpid())}
+	m := &terminals{t: t, sock: "packbot-qs-" + strconv.Itoa(os.Getpid()), dir: dir, env: append(os.Environ(),
+		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "PACKBOT_HTTP_ADDR=127.0.0.1:"+botPort, "PS1=$ ")}
 	start := exec.Command("tmux", "-L", m.sock, "-f", "/dev/null", "new-session", "-d", "-s", "qs", "-x", "220", "-y", "50",
-		"-n", "install", "bash --norc --noprofile")
-	start.Dir = dir
-	start.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"PACKBOT_HTTP_ADDR=127.0.0.1:"+botPort, "PS1=$ ", "PACKBOT_TEST_AS_MAIN=1")
+		"-c", dir, "-n", "install", "bash --norc --noprofile")
+	start.Env = m.env
 	if out, err := start.CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v\n%s", err, out)
 	}

@@ -178,17 +178,9 @@ func runWallet(ctx context.Context, a *app, o walletOptions, in io.Reader) error
 	if err != nil {
 		return fmt.Errorf("wallet state: %w", err)
 	}
-	var inv []byte
-	if o.invitation != "" {
-		if inv, err = readArg(o.invitation); err != nil {
-			return err
-		}
-		if inv, err = fetchInvitation(ctx, inv); err != nil {
-			return err
-		}
-		if err := checkBotReachable(ctx, string(inv)); err != nil {
-			return err
-		}
+	inv, err := readInvitation(ctx, o.invitation)
+	if err != nil {
+		return err
 	}
 	addr := firstNonEmpty(o.http, state.Addr, "127.0.0.1:0")
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
@@ -288,6 +280,22 @@ func runWallet(ctx context.Context, a *app, o walletOptions, in io.Reader) error
 			}
 		}
 	}
+}
+
+// readInvitation reads --invitation (a URL, JSON, or a file holding either; nil when not given),
+// fetches it when it is a short URL, and checks that the bot it names answers.
+func readInvitation(ctx context.Context, arg string) ([]byte, error) {
+	if arg == "" {
+		return nil, nil
+	}
+	inv, err := readArg(arg)
+	if err == nil {
+		inv, err = fetchInvitation(ctx, inv)
+	}
+	if err == nil {
+		err = checkBotReachable(ctx, string(inv))
+	}
+	return inv, err
 }
 
 // fetchInvitation returns inv, or the invitation it points to when it is a short invitation
