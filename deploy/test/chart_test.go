@@ -252,7 +252,17 @@ func TestChartKubePlay(t *testing.T) {
 	}
 	podman(t, "kube", "play", file)
 	t.Cleanup(func() { _, _ = tryRun("", nil, "podman", "kube", "play", "--down", file) })
-	ctr := "demo-packbot-pod-packbot"
+	// The pod is named after the Deployment, its container after the pod and the chart's
+	// container ("demo-packbot-pod-0-packbot" in podman 4.3).
+	var ctr string
+	for _, name := range strings.Fields(podman(t, "ps", "--filter", "name=demo-packbot-pod", "--format", "{{.Names}}")) {
+		if strings.HasSuffix(name, "-packbot") {
+			ctr = name
+		}
+	}
+	if ctr == "" {
+		t.Fatalf("no packbot container:\n%s", podman(t, "ps", "-a"))
+	}
 	healthchecks(t, func() []string { return []string{ctr} })
 
 	// The probes, as the kubelet would run them: on the admin port.

@@ -51,8 +51,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	packbot = filepath.Join(tmp, "packbot")
-	build := exec.Command("go", "build", "-o", packbot, "./cmd/packbot")
+	// Built as the Dockerfile builds it, so that the image's build finds every package in the
+	// build cache it is lent.
+	build := exec.Command("go", "build", "-trimpath", "-o", packbot, "./cmd/packbot")
 	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "deploytest: build packbot:", err)
 		os.Exit(1)
@@ -91,24 +94,18 @@ func podman(t *testing.T, args ...string) string {
 }
 
 var buildOnce = sync.OnceValues(func() (string, error) {
-	// The host's module cache and CA certificates (this machine reaches the Go module proxy
-	// through a TLS-inspecting filter) are lent to the build; the Dockerfile does not know.
-	gomodcache, err := tryRun("", nil, "go", "env", "GOMODCACHE")
+	// The host's module cache, build cache and CA certificates (this machine reaches the Go
+	// module proxy through a TLS-inspecting filter) are lent to the build; the Dockerfile does
+	// not know.
+	goenv, err := tryRun("", nil, "go", "env", "GOMODCACHE", "GOCACHE")
 	if err != nil {
 		return "", err
 	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	cache = filepath.Join(cache, "packbot-test", "go-build")
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", err
-	}
+	dirs := strings.Fields(goenv)
 	return tryRun(root, nil, "podman", "build", "--quiet",
 		"--build-arg", "GO_IMAGE="+goBase, "--build-arg", "RUNTIME_IMAGE="+staticBase,
-		"-v", strings.TrimSpace(gomodcache)+":/root/go/pkg/mod",
-		"-v", cache+":/root/.cache/go-build",
+		"-v", dirs[0]+":/root/go/pkg/mod",
+		"-v", dirs[1]+":/root/.cache/go-build",
 		"-v", "/etc/ssl/certs:/etc/ssl/certs:ro",
 		"-t", image, ".")
 })
