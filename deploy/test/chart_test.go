@@ -263,9 +263,10 @@ func TestChartKubePlay(t *testing.T) {
 	if ctr == "" {
 		t.Fatalf("no packbot container:\n%s", podman(t, "ps", "-a"))
 	}
-	healthchecks(t, func() []string { return []string{ctr} })
 
-	// The probes, as the kubelet would run them: on the admin port.
+	// The probes, as the kubelet would run them: HTTP GETs on the admin port. (podman 4.3 turns
+	// an httpGet probe into a healthcheck that runs curl inside the container: the image has
+	// none, so podman's own health status says nothing here.)
 	dep := find[*appsv1.Deployment](objs)[0]
 	c := dep.Spec.Template.Spec.Containers[0]
 	ctx := ctxFor(t, 3*time.Minute)
@@ -275,9 +276,6 @@ func TestChartKubePlay(t *testing.T) {
 			out, _ := exec.Command("podman", "logs", "--tail", "60", ctr).CombinedOutput()
 			t.Fatalf("%v\n%s", err, out)
 		}
-	}
-	if err := waitFor(ctx, "podman's liveness healthcheck", func() bool { return health(t, ctr) == "healthy" }); err != nil {
-		t.Fatal(err)
 	}
 	if ro := podman(t, "inspect", "--format", "{{.HostConfig.ReadonlyRootfs}} {{.Config.User}}", ctr); !strings.HasPrefix(ro, "true 65532") {
 		t.Fatalf("read-only root and user: %s", ro)
