@@ -2,7 +2,7 @@
 # shell, runs with a read-only root filesystem (only /var/lib/packbot/data is written).
 #
 #   docker build -t packbot .
-#   docker run --read-only -v packbot-data:/var/lib/packbot/data -p 127.0.0.1:8080:8080 packbot
+#   docker run --read-only --tmpfs /tmp -v packbot-data:/var/lib/packbot/data -p 127.0.0.1:8080:8080 packbot
 #
 # The bases are build arguments so that an offline build can use local images (deploy/test
 # builds them from Debian packages): GO_IMAGE needs Go 1.26 on its PATH, RUNTIME_IMAGE only CA
