@@ -18,5 +18,7 @@
 //	cfg := agent.Config{BaseURL: srv.URL, APIKey: "test"}
 //
 // Without a script the server echoes: "tool said: <content>" after a tool result, else
-// "you said: <last user text>".
+// "you said: <last user text>". [Dev] is the script `packbot dev llm` serves with [Listen], so
+// that a person can try tools and approvals without a model: a text that names an offered tool
+// calls it.
 package agenttest

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -138,13 +139,23 @@ func New(t testing.TB) *Server {
 	return s
 }
 
-// Start starts a server outside a test (examples, manual runs); the caller must Close it.
-func Start() *Server {
+// Start starts a server on a free loopback port outside a test (examples, manual runs); the
+// caller must Close it.
+func Start() *Server { return Listen(nil) }
+
+// Listen starts a server on ln (`packbot dev llm`), or on a free loopback port when ln is nil;
+// the caller must Close it, which closes ln.
+func Listen(ln net.Listener) *Server {
 	s := &Server{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
-	s.srv = httptest.NewServer(mux)
+	s.srv = httptest.NewUnstartedServer(mux)
+	if ln != nil {
+		_ = s.srv.Listener.Close() // the free port httptest took: ln replaces it
+		s.srv.Listener = ln
+	}
+	s.srv.Start()
 	s.URL = s.srv.URL + "/v1"
 	return s
 }

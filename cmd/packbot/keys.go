@@ -29,15 +29,23 @@ MCP_CONFIG_ENCRYPTION_KEYS_OLD, run 'packbot keys rotate', then drop the old key
 func newKeysGenCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "gen",
-		Short: "Print a new random key for MCP_CONFIG_ENCRYPTION_KEY",
-		Args:  cobra.NoArgs,
+		Short: "Print a new random key (64 hex characters) for MCP_CONFIG_ENCRYPTION_KEY or PACKBOT_DIDCOMM_KEY",
+		Long: `Print a new random 256-bit key as 64 hexadecimal characters, alone on standard output, so
+that it can be captured as it is; its key id (the id stored with each row sealed under it) goes
+to standard error.`,
+		Example: `  export MCP_CONFIG_ENCRYPTION_KEY=$(packbot keys gen)
+  echo "PACKBOT_DIDCOMM_KEY=$(packbot keys gen)" >> .env`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			k, err := secret.GenerateKey(nil)
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(a.stdout, "# key id %s\n%s=%s\n", k.ID(), secret.EnvKey, k.Hex())
-			return err
+			if _, err := fmt.Fprintln(a.stdout, k.Hex()); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "new key, id %s (for %s, or %s)\n", k.ID(), secret.EnvKey, EnvDIDCommKey)
+			return nil
 		},
 	}
 }

@@ -13,20 +13,25 @@ import (
 	"github.com/packbot/packbot/store/storetest"
 )
 
-var genLine = regexp.MustCompile(`(?m)^# key id ([0-9a-f]{16})\nMCP_CONFIG_ENCRYPTION_KEY=([0-9a-f]{64})\n$`)
+// genOut is all `keys gen` prints on stdout, so that `export K=$(packbot keys gen)` works; the
+// key id goes to stderr.
+var (
+	genOut = regexp.MustCompile(`^([0-9a-f]{64})\n$`)
+	genID  = regexp.MustCompile(`\bid ([0-9a-f]{16})\b`)
+)
 
 func genKey(t *testing.T) (hexKey string, k secret.Key) {
 	t.Helper()
 	code, out, errOut := cli(t, nil, "keys", "gen")
-	m := genLine.FindStringSubmatch(out)
-	if code != 0 || m == nil {
+	m, id := genOut.FindStringSubmatch(out), genID.FindStringSubmatch(errOut)
+	if code != 0 || m == nil || id == nil {
 		t.Fatalf("keys gen: exit %d, %q %q", code, out, errOut)
 	}
-	k, err := secret.ParseKey(m[2])
-	if err != nil || k.ID() != m[1] {
+	k, err := secret.ParseKey(m[1])
+	if err != nil || k.ID() != id[1] {
 		t.Fatalf("key %s: id %s, err %v", m[1], k.ID(), err)
 	}
-	return m[2], k
+	return m[1], k
 }
 
 func TestKeysGenMakesDistinctKeys(t *testing.T) {

@@ -129,7 +129,7 @@ func newPackExplainCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "explain [PATH]",
 		Short: "Print, per MCP server, the tools, prompts and resources a caller gets and which tools need approval by whom",
-		Long: `Explain applies the pack's access rules (rbac-approvals.md) to one caller: for each MCP
+		Long: `Explain applies the pack's access rules (docs/agent-pack.md, "Access rules") to one caller: for each MCP
 server, the tools the pack names that the caller may use, which of them need approval and by
 which roles (or run at once because the caller may approve them), and what happens to tools the
 pack does not name; and the prompts and resources (skills included) its promptAccess and

@@ -22,6 +22,7 @@ type applyOptions struct {
 	store   storeOptions
 	channel channelOptions
 	wait    time.Duration
+	strict  bool
 }
 
 func newPackApplyCmd(a *app) *cobra.Command {
@@ -41,8 +42,12 @@ environment, and a replica that cannot run the pack keeps the previous one and s
 ('packbot pack status', its /readyz and log, packbot_pack_refused).
 
 With --wait, wait until every live replica runs the new version (exit status 1 when one
-refused it, or the wait ran out).`,
+refused it, or the wait ran out).
+
+The pack's warnings (an unknown key such as 'temprature', with a "did you mean") are printed;
+with --strict a pack with warnings is refused like an invalid one.`,
 		Example: `  packbot pack apply packs/wise-corporate --wait 30s
+  packbot pack apply --strict ./agent-pack.yaml
   DATABASE_URL=postgres://packbot@db/packbot packbot pack apply ./agent-pack.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -53,6 +58,7 @@ refused it, or the wait ran out).`,
 	o.store.bind(f)
 	f.StringVar(&o.channel.kind, "channel", "", "the wallet channel serve runs: didcomm or vsagent (default as serve)")
 	f.DurationVar(&o.wait, "wait", 0, "wait this long for every live replica to run the new version (0: do not wait)")
+	f.BoolVar(&o.strict, "strict", false, "refuse a pack that has warnings (unknown keys, unset placeholders in texts…)")
 	return cmd
 }
 
@@ -68,10 +74,17 @@ func runPackApply(ctx context.Context, a *app, path string, o applyOptions) erro
 	if err != nil {
 		return err
 	}
+	for _, w := range p.Warnings {
+		fmt.Fprintln(a.stdout, w)
+	}
 	kind := o.channel.resolve(a)
 	if problem := channelProblem(p, kind); problem != "" {
 		fmt.Fprintln(a.stdout, problem)
 		fmt.Fprintf(a.stdout, "%s: invalid on the %s channel: not applied\n", source, kind)
+		return exitError{code: 1}
+	}
+	if o.strict && len(p.Warnings) > 0 {
+		fmt.Fprintf(a.stdout, "%s: %d warning(s) and --strict: not applied\n", source, len(p.Warnings))
 		return exitError{code: 1}
 	}
 	if err := refuseUnknownNames(ctx, a, p, source); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -58,7 +60,7 @@ Scripted mode (--scripted) reads actions and writes events as JSON lines, for te
 
 The wallet keeps its keys, connection and port in --data-dir, so running it again reconnects to
 the same bot without an invitation.`,
-		Example: `  packbot wallet --invitation 'http://127.0.0.1:8080/invitation?oob=…' --credential ana.json --name Ana --lang es
+		Example: `  packbot wallet --invitation http://127.0.0.1:8080/invitation --credential ana.json --name Ana --lang es
   packbot wallet --scripted < actions.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -68,7 +70,7 @@ the same bot without an invitation.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.invitation, "invitation", "", "the bot's invitation: URL, JSON, or a file holding either (needed the first time)")
+	f.StringVar(&o.invitation, "invitation", "", "the bot's invitation: URL (the short <bot>/invitation too), JSON, or a file holding either (needed the first time)")
 	f.StringArrayVar(&o.credentials, "credential", nil, "credential file to hold (repeatable; from 'packbot credential issue')")
 	f.StringVar(&o.name, "name", "packbot wallet", "display name sent in the profile")
 	f.StringVar(&o.lang, "lang", "en", "preferred language sent in the profile")
@@ -233,13 +235,8 @@ func loadWallet(ctx context.Context, o walletOptions) (*walletRun, error) {
 	if r.state, err = loadState(o.dir); err != nil {
 		return nil, fmt.Errorf("wallet state: %w", err)
 	}
-	if o.invitation != "" {
-		if r.inv, err = readArg(o.invitation); err != nil {
-			return nil, err
-		}
-		if err := checkBotReachable(ctx, string(r.inv)); err != nil {
-			return nil, err
-		}
+	if r.inv, err = readInvitation(ctx, o.invitation); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -331,6 +328,52 @@ func (r *walletRun) loop(ctx context.Context, w *didcomm.Wallet, ui *walletUI, e
 			}
 		}
 	}
+}
+
+// readInvitation reads --invitation (a URL, JSON, or a file holding either; nil when not given),
+// fetches it when it is a short URL, and checks that the bot it names answers.
+func readInvitation(ctx context.Context, arg string) ([]byte, error) {
+	if arg == "" {
+		return nil, nil
+	}
+	inv, err := readArg(arg)
+	if err == nil {
+		inv, err = fetchInvitation(ctx, inv)
+	}
+	if err == nil {
+		err = checkBotReachable(ctx, string(inv))
+	}
+	return inv, err
+}
+
+// fetchInvitation returns inv, or the invitation it points to when it is a short invitation
+// URL (RFC 0434: no ?oob= or ?c_i=, such as <PACKBOT_PUBLIC_URL>/invitation), fetched from the
+// bot as phone wallets fetch it.
+func fetchInvitation(ctx context.Context, inv []byte) ([]byte, error) {
+	u, err := url.Parse(strings.TrimSpace(string(inv)))
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Query().Has("oob") || u.Query().Has("c_i") {
+		return inv, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("invitation %s: %w", u, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch the invitation from %s: %w; is packbot serve running there?", u, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("HTTP %s", resp.Status)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fetch the invitation from %s: %w", u, err)
+	}
+	return bytes.TrimSpace(body), nil
 }
 
 // checkBotReachable reads the invitation (a clear error when it is cut short) and makes sure
