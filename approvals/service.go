@@ -38,7 +38,6 @@ type Store interface {
 	store.Approvals
 	store.Directory
 	store.Outbox
-	store.Audit
 }
 
 // Config configures a [Service].
@@ -340,8 +339,8 @@ func (s *Service) lease(a store.Approval) time.Duration {
 }
 
 // execute runs an approved call whose execution this process claimed: the requester's access
-// is decided again from their latest session, then the tool runs and the outcome is recorded
-// and told to the requester.
+// is decided again from their latest session, then the tool runs and the outcome is recorded,
+// with the call's audit row and the requester's notice, in one transaction.
 func (s *Service) execute(ctx context.Context, a store.Approval, approver string) store.Approval {
 	caller, ok, err := s.requester(ctx, a.Requester)
 	if err != nil {
@@ -349,52 +348,46 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 		s.log.ErrorContext(ctx, "approved call not run: the requester's roles cannot be read", slog.String("id", a.ID), slog.Any("err", err))
 		return a
 	}
+	var row store.AuditRecord
 	c := toolcall.Call{Caller: caller, Server: a.Server, Tool: a.Tool, Arguments: a.Arguments, Fingerprint: a.Fingerprint,
-		ApprovalID: a.ID, Audit: s.audit}
+		ApprovalID: a.ID, Audit: func(_ context.Context, r store.AuditRecord) { row = r }}
 	if !ok {
 		c.Caller, c.Refused = rbac.Caller{Identity: a.Requester, Authenticated: true}, "the requester's roles are unknown"
 	}
 	out, _ := s.cur.Load().calls.Run(ctx, c) // no Begin: the execution's claim was taken in the store
-	if out.Denied() {
-		done, err := s.finish(ctx, a, store.ExecFailed, nil, out.Row.Error,
-			notice(a.Requester, i18n.Message{Key: "APPROVAL_REVOKED", Args: []string{"tool", a.Tool}}))
-		if err != nil {
-			s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", err))
-			return a
-		}
-		s.kick(a.Requester)
-		return done
-	}
-	res := out.Result
-	exec, result, errText := store.ExecDone, []byte(res.Text), ""
+	e := store.Execution{State: store.ExecDone, Result: []byte(out.Result.Text), Audit: &row}
+	m := i18n.Message{Key: "APPROVAL_APPROVED_RESULT", Args: []string{"tool", a.Tool, "approver", approver, "result", out.Result.Text}}
 	switch {
+	case out.Denied():
+		e.State, e.Result, e.Error = store.ExecFailed, nil, out.Row.Error
+		m = i18n.Message{Key: "APPROVAL_REVOKED", Args: []string{"tool", a.Tool}}
 	case out.Err != nil:
 		// The requester and the stored request get the kind of failure; the log has the detail.
 		s.log.WarnContext(ctx, "approved call failed", slog.String("id", a.ID), slog.Any("err", out.Err))
-		exec, result, errText = store.ExecFailed, nil, out.Row.Error
-	case res.IsError:
-		exec, errText = store.ExecFailed, res.Text
+		e.State, e.Result, e.Error = store.ExecFailed, nil, out.Row.Error
+	case out.Result.IsError:
+		e.State, e.Error = store.ExecFailed, out.Result.Text
 	}
-	m := i18n.Message{Key: "APPROVAL_APPROVED_RESULT", Args: []string{"tool", a.Tool, "approver", approver, "result", res.Text}}
-	if exec != store.ExecDone {
-		m = i18n.Message{Key: "APPROVAL_APPROVED_FAILED", Args: []string{"tool", a.Tool, "approver", approver, "error", errText}}
+	if e.State != store.ExecDone && !out.Denied() {
+		m = i18n.Message{Key: "APPROVAL_APPROVED_FAILED", Args: []string{"tool", a.Tool, "approver", approver, "error", e.Error}}
 	}
-	done, ferr := s.finish(ctx, a, exec, result, errText, notice(a.Requester, m))
-	if ferr != nil {
-		s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", ferr))
+	e.Notices = []store.OutboxMessage{notice(a.Requester, m)}
+	done, err := s.finish(ctx, a, e)
+	if err != nil {
+		s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", err))
 		return a
 	}
 	s.kick(a.Requester)
 	return done
 }
 
-// finish records the outcome of a's execution with the requester's notice, retrying while the
-// store is unavailable (a database restart) as long as the execution's claim lasts: after it, the
-// sweeper reports the execution interrupted instead.
-func (s *Service) finish(ctx context.Context, a store.Approval, exec string, result []byte, errText string, n store.OutboxMessage) (store.Approval, error) {
+// finish records the outcome of a's execution, retrying while the store is unavailable (a
+// database restart) as long as the execution's claim lasts: after it, the sweeper reports the
+// execution interrupted instead.
+func (s *Service) finish(ctx context.Context, a store.Approval, e store.Execution) (store.Approval, error) {
 	delay := 50 * time.Millisecond
 	for {
-		done, err := s.st.FinishExecution(ctx, a.ID, exec, result, errText, n)
+		done, _, err := s.st.FinishExecution(ctx, a.ID, e)
 		if err == nil || !errors.Is(err, store.ErrUnavailable) || !s.now().Add(delay).Before(a.ExecUntil) {
 			return done, err
 		}
@@ -543,12 +536,6 @@ func notice(identity string, m i18n.Message) store.OutboxMessage {
 func (s *Service) kickAll(ms []store.OutboxMessage) {
 	for _, m := range ms {
 		s.kick(m.Identity)
-	}
-}
-
-func (s *Service) audit(ctx context.Context, r store.AuditRecord) {
-	if _, err := s.st.AppendAudit(ctx, r); err != nil {
-		s.log.ErrorContext(ctx, "audit row not written", slog.String("approval", r.ApprovalID), slog.Any("err", err))
 	}
 }
 

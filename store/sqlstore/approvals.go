@@ -306,34 +306,71 @@ func (db *DB) CancelApproval(ctx context.Context, id, requester string, at time.
 	if at.IsZero() {
 		at = db.now()
 	}
-	a, err := db.updateApproval(ctx, id, requester, qCancelApproval, qCancelApprovalPostgres, notices, id, requester, millis(at))
+	a, err := db.updateApproval(ctx, id, requester, qCancelApproval, qCancelApprovalPostgres, tell(notices), id, requester, millis(at))
 	if err != nil {
 		return store.Approval{}, fmt.Errorf("cancel approval %s by %s: %w", id, requester, err)
 	}
 	return a, nil
 }
 
-// FinishExecution records the outcome of a claimed execution in one conditional update (with
-// notices, in one transaction with them: a crash cannot keep one without the other).
-func (db *DB) FinishExecution(ctx context.Context, id, exec string, result []byte, errText string, notices ...store.OutboxMessage) (store.Approval, error) {
-	if exec != store.ExecDone && exec != store.ExecFailed {
-		return store.Approval{}, fmt.Errorf("finish execution of approval %s: state %q, want %q or %q", id, exec, store.ExecDone, store.ExecFailed)
+// FinishExecution records the outcome of a claimed execution in one conditional update, and
+// in one transaction with it the execution's audit row and the notices: a crash cannot keep one
+// without the others.
+func (db *DB) FinishExecution(ctx context.Context, id string, e store.Execution) (store.Approval, store.AuditRecord, error) {
+	if e.State != store.ExecDone && e.State != store.ExecFailed {
+		return store.Approval{}, store.AuditRecord{}, fmt.Errorf("finish execution of approval %s: state %q, want %q or %q", id, e.State, store.ExecDone, store.ExecFailed)
 	}
-	var tell func(store.Approval) []store.OutboxMessage
-	if len(notices) > 0 {
-		tell = func(store.Approval) []store.OutboxMessage { return notices }
+	var row store.AuditRecord
+	var then txStep
+	if e.Audit != nil || len(e.Notices) > 0 {
+		then = func(ctx context.Context, c conn, _ []store.Approval) error {
+			now := db.stamp()
+			if _, err := enqueueAll(ctx, c, now, e.Notices); err != nil {
+				return err
+			}
+			if e.Audit == nil {
+				return nil
+			}
+			r := *e.Audit
+			r.ApprovalID = id
+			rows, err := appendAudit(ctx, c, now, []store.AuditRecord{r})
+			if err == nil {
+				row = rows[0]
+			}
+			return err
+		}
 	}
-	a, err := db.updateApproval(ctx, id, "", qFinishExecution, qFinishExecutionPostgres, tell, id, exec, bytesArg(result), errText)
+	a, err := db.updateApproval(ctx, id, "", qFinishExecution, qFinishExecutionPostgres, then, id, e.State, bytesArg(e.Result), e.Error)
 	if err != nil {
-		return store.Approval{}, fmt.Errorf("finish execution of approval %s: %w", id, err)
+		return store.Approval{}, store.AuditRecord{}, fmt.Errorf("finish execution of approval %s: %w", id, err)
 	}
-	return a, nil
+	return a, row, nil
+}
+
+// txStep is what a conditional update of requests writes with it, in its transaction, once it
+// changed as (the changed requests, ordered by CreatedAt then ID).
+type txStep func(ctx context.Context, c conn, as []store.Approval) error
+
+// tell is the txStep that puts in the outbox what notices says of each changed request (nil:
+// none).
+func tell(notices func(store.Approval) []store.OutboxMessage) txStep {
+	if notices == nil {
+		return nil
+	}
+	return func(ctx context.Context, c conn, as []store.Approval) error {
+		var ms []store.OutboxMessage
+		for _, a := range as {
+			ms = append(ms, notices(a)...)
+		}
+		_, err := enqueueAll(ctx, c, c.db.stamp(), ms)
+		return err
+	}
 }
 
 // updateApproval runs the conditional update of one request (update, or pgUpdate on
-// PostgreSQL) with its notices, and tells why when it matched nothing.
-func (db *DB) updateApproval(ctx context.Context, id, requester, update, pgUpdate string, notices func(store.Approval) []store.OutboxMessage, args ...any) (store.Approval, error) {
-	rs, err := db.updateApprovals(ctx, update, pgUpdate, notices, args...)
+// PostgreSQL) with then, and tells why when it matched nothing.
+func (db *DB) updateApproval(ctx context.Context, id, requester, update, pgUpdate string, then txStep, args ...any) (store.Approval, error) {
+	rs, err := db.updateApprovals(ctx, update, pgUpdate, then, args...)
 	if err != nil {
 		return store.Approval{}, err
 	}
@@ -346,9 +383,9 @@ func (db *DB) updateApproval(ctx context.Context, id, requester, update, pgUpdat
 // updateApprovals runs a conditional update that leaves the rows it changes resolved (update,
 // or pgUpdate on PostgreSQL) and returns them with their votes. A resolved request gets no more
 // votes, so votes read after the update are exactly those the request was resolved with. When
-// notices is not nil, the update, the reads and the notices of every changed request run in one
+// then is not nil, the update, the reads and then (when some request changed) run in one
 // transaction.
-func (db *DB) updateApprovals(ctx context.Context, update, pgUpdate string, notices func(store.Approval) []store.OutboxMessage, args ...any) ([]store.Approval, error) {
+func (db *DB) updateApprovals(ctx context.Context, update, pgUpdate string, then txStep, args ...any) ([]store.Approval, error) {
 	run := func(c conn) ([]store.Approval, error) {
 		var rs []approvalRow
 		var err error
@@ -370,21 +407,16 @@ func (db *DB) updateApprovals(ctx context.Context, update, pgUpdate string, noti
 		slices.SortFunc(as, compareApprovals)
 		return as, nil
 	}
-	if notices == nil {
+	if then == nil {
 		return run(db.conn())
 	}
 	var as []store.Approval
 	err := db.tx(ctx, func(c conn) error {
 		var err error
-		if as, err = run(c); err != nil {
+		if as, err = run(c); err != nil || len(as) == 0 {
 			return err
 		}
-		var ms []store.OutboxMessage
-		for _, a := range as {
-			ms = append(ms, notices(a)...)
-		}
-		_, err = enqueueAll(ctx, c, db.stamp(), ms)
-		return err
+		return then(ctx, c, as)
 	})
 	return as, err
 }
@@ -426,7 +458,7 @@ func (db *DB) ExpireApprovals(ctx context.Context, now time.Time, limit int, not
 	if now.IsZero() {
 		now = db.now()
 	}
-	as, err := db.updateApprovals(ctx, qExpireApprovals, qExpireApprovalsPostgres, notices, millis(now), limitArg(limit))
+	as, err := db.updateApprovals(ctx, qExpireApprovals, qExpireApprovalsPostgres, tell(notices), millis(now), limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("expire approvals: %w", err)
 	}
@@ -434,17 +466,38 @@ func (db *DB) ExpireApprovals(ctx context.Context, now time.Time, limit int, not
 }
 
 // InterruptExecutions marks up to limit (<= 0: every) claimed executions whose lease ended
-// interrupted in one statement (with notices, in one transaction with them), and returns them
-// ordered by CreatedAt then ID. A zero now is the store's clock.
+// interrupted in one statement and, in one transaction with it, writes their audit rows and
+// notices; it returns them ordered by CreatedAt then ID. A zero now is the store's clock.
 func (db *DB) InterruptExecutions(ctx context.Context, now time.Time, limit int, notices func(store.Approval) []store.OutboxMessage) ([]store.Approval, error) {
 	if now.IsZero() {
 		now = db.now()
 	}
-	as, err := db.updateApprovals(ctx, qInterruptExecutions, qInterruptExecutionsPostgres, notices, millis(now), limitArg(limit))
+	notify := tell(notices)
+	then := func(ctx context.Context, c conn, as []store.Approval) error {
+		if notify != nil {
+			if err := notify(ctx, c, as); err != nil {
+				return err
+			}
+		}
+		rows := make([]store.AuditRecord, 0, len(as))
+		for _, a := range as {
+			rows = append(rows, interruptedRow(a, now))
+		}
+		_, err := appendAudit(ctx, c, db.stamp(), rows)
+		return err
+	}
+	as, err := db.updateApprovals(ctx, qInterruptExecutions, qInterruptExecutionsPostgres, then, millis(now), limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("interrupt executions: %w", err)
 	}
 	return as, nil
+}
+
+// interruptedRow is the audit row of a's execution, interrupted at now: it may or may not have
+// run, and it will not run again.
+func interruptedRow(a store.Approval, now time.Time) store.AuditRecord {
+	return store.AuditRecord{At: now, Identity: a.Requester, Server: a.Server, Tool: a.Tool, ArgsFingerprint: a.Fingerprint,
+		Decision: store.DecisionApproval, ApprovalID: a.ID, Outcome: store.OutcomeFailed, Error: store.AuditInterrupted}
 }
 
 // ListApprovals returns the matching requests with their votes, in one statement.
