@@ -98,7 +98,7 @@ func (f *fixture) submit(tb testing.TB, s *approvals.Service) store.Approval {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return a
+	return a.Approval
 }
 
 func manager(i int) rbac.Caller {

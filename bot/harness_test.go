@@ -330,9 +330,8 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	apcfg := approvals.Config{Store: h.st, Pack: p, MCP: h.pool, Logger: log,
-		Now:           func() time.Time { return time.Now().Add(time.Duration(h.offset.Load())) },
-		Kick:          func(id string) { h.bot.Kick(id) },
-		BadgesChanged: func(ctx context.Context, ids []string) { h.bot.RefreshMenus(ctx, ids) }}
+		Now:  func() time.Time { return time.Now().Add(time.Duration(h.offset.Load())) },
+		Kick: func(id string) { h.bot.Kick(id) }}
 	if o.tel != nil {
 		apcfg.Observer = o.tel
 	}

@@ -157,6 +157,7 @@ func (b *Bot) process(ctx context.Context, w *worker, it *item) outcome {
 		w.session = &cur
 	}
 	b.deliverOut(ctx, w, fx.Out, ids)
+	b.refreshBadges(ctx, fx.Badges)
 	// The user is here: what the outbox holds for them goes out now (a notice put off while
 	// they were away, or refused by a connection that is back). A new worker means the
 	// connection was idle, or the bot restarted.

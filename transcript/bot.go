@@ -72,6 +72,8 @@ type world struct {
 	// records is the HR server: demoserver's Writes (elicitation, progress, sampling).
 	records *demoserver.Server
 	appr    *approvals.Service
+	// refresh re-sends the menus of identities whose badges changed (the bot's RefreshMenus).
+	refresh func(ctx context.Context, identities []string)
 	// logPath is the file of everything the bot logged, at debug level (logs: never).
 	logPath string
 	// offset moves the approvals' clock (expiry).
@@ -172,9 +174,8 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 	}
 	var b *bot.Bot
 	w.appr, err = approvals.New(approvals.Config{Store: st, Pack: p, MCP: pool, Logger: log,
-		Now:           func() time.Time { return time.Now().Add(time.Duration(w.offset.Load())) },
-		Kick:          func(id string) { b.Kick(id) },
-		BadgesChanged: func(ctx context.Context, ids []string) { b.RefreshMenus(ctx, ids) }})
+		Now:  func() time.Time { return time.Now().Add(time.Duration(w.offset.Load())) },
+		Kick: func(id string) { b.Kick(id) }})
 	if err != nil {
 		t.Fatalf("open the approvals: %v", err)
 	}
@@ -186,6 +187,7 @@ func newWorld(t testing.TB, ch channel.Channel, proof channel.ProofRequest, open
 	if b, err = bot.New(bot.Config{Channel: ch, Store: st, Flows: engine, Logger: log, Keyring: kr}); err != nil {
 		t.Fatalf("build the bot: %v", err)
 	}
+	w.refresh = b.RefreshMenus
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(3)

@@ -235,7 +235,9 @@ func (r *runner) step(ctx context.Context, st Step) error {
 		}
 	case Clock:
 		r.w.offset.Add(int64(st.Advance))
-		r.w.appr.Sweep(ctx)
+		if ids := r.w.appr.Sweep(ctx); len(ids) > 0 {
+			r.w.refresh(ctx, ids)
+		}
 	case Audit:
 		rows, err := r.w.st.ListAudit(ctx, store.AuditQuery{Identity: st.Text, Tool: st.Tool, Limit: 1})
 		if err != nil {

@@ -18,15 +18,14 @@ import (
 	"github.com/packbot/packbot/store/secret"
 )
 
-// newApprovals builds the approvals service of pack p, whose notices and badge changes go to
-// bot b.
+// newApprovals builds the approvals service of pack p, whose notices go to bot b (its sweeper's
+// badge changes too: see serve).
 func newApprovals(a *app, p *packs.Pack, st store.Store, pool *mcp.Pool, b *bot.Bot) (*approvals.Service, error) {
 	sweepEvery, err := durationEnv(a, "PACKBOT_APPROVAL_SWEEP", 15*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	acfg := approvals.Config{Store: st, Pack: p, MCP: pool, Logger: a.logger, Kick: b.Kick,
-		BadgesChanged: b.RefreshMenus, SweepEvery: sweepEvery}
+	acfg := approvals.Config{Store: st, Pack: p, MCP: pool, Logger: a.logger, Kick: b.Kick, SweepEvery: sweepEvery}
 	if a.tel != nil {
 		acfg.Observer = a.tel
 	}
