@@ -34,7 +34,7 @@ func (s *flakyStore) FinishExecution(ctx context.Context, id string, e store.Exe
 // executionRows are the audit rows of request id's execution.
 func executionRows(t *testing.T, st store.Store, id string) []store.AuditRecord {
 	t.Helper()
-	rows, err := st.ListAudit(t.Context(), store.AuditQuery{Identity: "ana@acme.corp", Tool: "send_money", Limit: 1000})
+	rows, err := st.ListAudit(t.Context(), store.AuditQuery{Tool: "send_money", Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,39 +53,41 @@ func executionRows(t *testing.T, st store.Store, id string) []store.AuditRecord 
 // recorded (the process dies before it), no row claims the call executed — the sweeper's
 // interruption is what the audit shows.
 func TestExecutionAuditCommitsWithOutcome(t *testing.T) {
-	f := newFixture(t, "60")
-	withManagers(t, f)
-	ctx := context.Background()
-	flaky := &flakyStore{Store: f.st, appendErr: store.ErrUnavailable}
-	s, err := approvals.New(approvals.Config{Store: flaky, Pack: f.p, MCP: f.pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := f.submit(t, s)
-	done, err := s.Decide(ctx, manager(0), a.ID, true)
-	if err != nil || done.Exec != store.ExecDone {
-		t.Fatalf("approve: exec %q, %v", done.Exec, err)
-	}
-	if rows := executionRows(t, f.st, a.ID); len(rows) != 1 || rows[0].Outcome != store.OutcomeExecuted {
-		t.Fatalf("the executed call's audit rows: %+v, want one, executed", rows)
-	}
+	eachBackend(t, func(t *testing.T, be backend) {
+		f := newFixture(t, be, "60")
+		withManagers(t, f)
+		ctx := context.Background()
+		flaky := &flakyStore{Store: f.st, appendErr: store.ErrUnavailable}
+		s, err := approvals.New(approvals.Config{Store: flaky, Pack: f.p, MCP: f.pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := f.submit(t, s)
+		done, err := s.Decide(ctx, manager(0), a.ID, true)
+		if err != nil || done.Exec != store.ExecDone {
+			t.Fatalf("approve: exec %q, %v", done.Exec, err)
+		}
+		if rows := executionRows(t, f.st, a.ID); len(rows) != 1 || rows[0].Outcome != store.OutcomeExecuted {
+			t.Fatalf("the executed call's audit rows: %+v, want one, executed", rows)
+		}
 
-	// The outcome is never recorded: the call ran, but no row may say so before the outcome.
-	flaky.appendErr, flaky.finishErr = nil, errors.New("the process died here")
-	b := f.submit(t, s)
-	if got, _ := s.Decide(ctx, manager(0), b.ID, true); got.Exec != store.ExecClaimed {
-		t.Fatalf("exec %q, want the claim left", got.Exec)
-	}
-	if rows := executionRows(t, f.st, b.ID); len(rows) != 0 {
-		t.Fatalf("audit rows of an execution whose outcome was not recorded: %+v", rows)
-	}
-	sweeper, err := approvals.New(approvals.Config{Store: f.st, Pack: f.p, MCP: f.pool, Now: func() time.Time { return time.Now().Add(time.Hour) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sweeper.Sweep(ctx)
-	rows := executionRows(t, f.st, b.ID)
-	if len(rows) != 1 || rows[0].Outcome != store.OutcomeFailed {
-		t.Fatalf("the interrupted execution's audit rows: %+v, want one, failed", rows)
-	}
+		// The outcome is never recorded: the call ran, but no row may say so before the outcome.
+		flaky.appendErr, flaky.finishErr = nil, errors.New("the process died here")
+		b := f.submit(t, s)
+		if got, _ := s.Decide(ctx, manager(0), b.ID, true); got.Exec != store.ExecClaimed {
+			t.Fatalf("exec %q, want the claim left", got.Exec)
+		}
+		if rows := executionRows(t, f.st, b.ID); len(rows) != 0 {
+			t.Fatalf("audit rows of an execution whose outcome was not recorded: %+v", rows)
+		}
+		sweeper, err := approvals.New(approvals.Config{Store: f.st, Pack: f.p, MCP: f.pool, Now: func() time.Time { return time.Now().Add(time.Hour) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sweeper.Sweep(ctx)
+		rows := executionRows(t, f.st, b.ID)
+		if len(rows) != 1 || rows[0].Outcome != store.OutcomeFailed {
+			t.Fatalf("the interrupted execution's audit rows: %+v, want one, failed", rows)
+		}
+	})
 }
