@@ -227,7 +227,7 @@ func TestExecutionOutcomes(t *testing.T) {
 // database restarting would.
 type slowStore struct {
 	store.Store
-	mu                      sync.Mutex
+	mu                     sync.Mutex
 	finishFails, roleFails int
 }
 
