@@ -102,14 +102,24 @@ const (
 	LEFT JOIN approval_votes v ON v.approval_id = u.id ORDER BY u.created_at, u.id, v.seq`
 	// qVoteApprovalPostgres also inserts the vote: a duplicate fails the whole statement, the
 	// update included.
-	qVoteApprovalPostgres = `WITH u AS (` + qVoteApproval + `),
-	ins AS (INSERT INTO approval_votes (approval_id, approver, seq, decision, at) SELECT id, $2, vote_count, $3, $4 FROM u)` +
-		selectUpdated
+	// voteUpdated is the vote's statement on PostgreSQL up to its audit record: u counts the
+	// vote, ins inserts it, au_src is the vote's audit record (approval.voted; its outcome the
+	// status after the vote), which auditChainWith appends.
+	voteUpdated = `u AS (` + qVoteApproval + `),
+	ins AS (INSERT INTO approval_votes (approval_id, approver, seq, decision, at) SELECT id, $2, vote_count, $3, $4 FROM u),
+	au_src AS (SELECT 1 AS i, $4::bigint AS at, $2::text AS identity, ''::text AS roles, u.server, u.tool,
+		u.fingerprint AS args_fingerprint, $3::text AS decision, u.id AS approval_id, u.status AS outcome,
+		0::bigint AS latency_ns, ''::text AS error, ''::text AS result_fingerprint, '` + store.EventApprovalVoted + `'::text AS event,
+		''::text AS detail FROM u)`
 	qCancelApprovalPostgres      = `WITH u AS (` + qCancelApproval + `)` + selectUpdated
 	qFinishExecutionPostgres     = `WITH u AS (` + qFinishExecution + `)` + selectUpdated
 	qExpireApprovalsPostgres     = `WITH ` + claimExpired + `, u AS (` + expireClaimed + `)` + selectUpdated
 	qInterruptExecutionsPostgres = `WITH ` + claimEnded + `, u AS (` + interruptClaimed + `)` + selectUpdated
 )
+
+// qVoteApprovalPostgres counts the vote, inserts it and appends its audit record in one
+// statement: a duplicate vote fails all of it.
+var qVoteApprovalPostgres = auditChainWith(voteUpdated, selectUpdated)
 
 // defaultApprovalLimit is how many requests ListApprovals returns when the query sets no limit.
 const defaultApprovalLimit = 100
@@ -154,15 +164,13 @@ func (db *DB) createApproval(ctx context.Context, a store.Approval, notices []st
 		a.RequesterName, a.RequesterConn, a.RequesterLang, roles, a.Quorum, a.AllowSelf, millis(created), millis(a.ExpiresAt)}
 	// The index needs each role once; the row keeps the list as given.
 	indexed := slices.Compact(slices.Sorted(slices.Values(a.ApproverRoles)))
-	if len(indexed) == 0 && len(notices) == 0 {
-		_, err := db.conn().exec(ctx, qCreateApproval, args...)
-		return err
-	}
+	a.CreatedAt = created
+	record := []store.AuditRecord{createdRecord(a)}
 	if db.d.name == postgres {
-		// One statement: the request, then its roles and notices reading its RETURNING, so
-		// that a duplicate id (a unique violation) fails the whole statement.
+		// One statement: the request, then its roles, notices and audit record reading its
+		// RETURNING, so that a duplicate id (a unique violation) fails the whole statement.
 		var q strings.Builder
-		q.WriteString(`WITH a AS (` + qCreateApproval + ` RETURNING id)`)
+		q.WriteString(`a AS (` + qCreateApproval + ` RETURNING id)`)
 		if len(indexed) > 0 {
 			q.WriteString(`, r AS (INSERT INTO approval_roles (approval_id, role) SELECT a.id, r.role FROM a, (VALUES `)
 			for i, r := range indexed {
@@ -182,8 +190,13 @@ func (db *DB) createApproval(ctx context.Context, a store.Approval, notices []st
 			args = append(args, rows)
 			fmt.Fprintf(&q, `, o AS (`+outboxInsertHead+`a, json_to_recordset($%d::json)`+outboxInsertTail+`)`, len(args))
 		}
-		q.WriteString(` SELECT 1 FROM a`)
-		_, err := db.conn().exec(ctx, q.String(), args...)
+		src, err := auditSource(stamped(now, record))
+		if err != nil {
+			return err
+		}
+		args = append(args, src)
+		q.WriteString(", " + auditJSONSource(len(args)))
+		_, err = db.conn().exec(ctx, auditChainWith(q.String(), `SELECT 1 FROM a`), args...)
 		return err
 	}
 	return db.tx(ctx, func(c conn) error {
@@ -205,9 +218,27 @@ func (db *DB) createApproval(ctx context.Context, a store.Approval, notices []st
 				return err
 			}
 		}
-		_, err := enqueueAll(ctx, c, now, notices)
+		if _, err := enqueueAll(ctx, c, now, notices); err != nil {
+			return err
+		}
+		_, err := appendAudit(ctx, c, now, record)
 		return err
 	})
+}
+
+// createdRecord is the audit record of a's creation: who asked for which call, and the
+// request's terms.
+func createdRecord(a store.Approval) store.AuditRecord {
+	return store.AuditRecord{At: a.CreatedAt, Identity: a.Requester, Server: a.Server, Tool: a.Tool, ArgsFingerprint: a.Fingerprint,
+		ApprovalID: a.ID, Outcome: store.ApprovalPending, Event: store.EventApprovalCreated,
+		Detail: fmt.Sprintf("quorum=%d expires=%s approvers=%s self=%t", a.Quorum, a.ExpiresAt.UTC().Format("2006-01-02T15:04:05.000Z"),
+			strings.Join(a.ApproverRoles, ","), a.AllowSelf)}
+}
+
+// transitionRecord is the audit record of event on a (as it is after it), by actor.
+func transitionRecord(a store.Approval, event, actor, decision string, at time.Time) store.AuditRecord {
+	return store.AuditRecord{At: at, Identity: actor, Server: a.Server, Tool: a.Tool, ArgsFingerprint: a.Fingerprint,
+		Decision: decision, ApprovalID: a.ID, Outcome: a.Status, Event: event}
 }
 
 // GetApproval returns one request with its votes, in one statement.
@@ -260,7 +291,10 @@ func (db *DB) voteApproval(ctx context.Context, id string, v store.Vote, lease t
 		if err != nil || len(rs) == 0 {
 			return rs, err
 		}
-		_, err = c.exec(ctx, qInsertVote, id, v.Approver, rs[0].votes, v.Decision, millis(v.At))
+		if _, err = c.exec(ctx, qInsertVote, id, v.Approver, rs[0].votes, v.Decision, millis(v.At)); err != nil {
+			return rs, err
+		}
+		_, err = appendAudit(ctx, c, v.At, []store.AuditRecord{transitionRecord(rs[0].a, store.EventApprovalVoted, v.Approver, v.Decision, v.At)})
 		return rs, err
 	}
 	var rs []approvalRow
@@ -306,7 +340,10 @@ func (db *DB) CancelApproval(ctx context.Context, id, requester string, at time.
 	if at.IsZero() {
 		at = db.now()
 	}
-	a, err := db.updateApproval(ctx, id, requester, qCancelApproval, qCancelApprovalPostgres, tell(notices), id, requester, millis(at))
+	then := recorded(notices, at, func(a store.Approval) store.AuditRecord {
+		return transitionRecord(a, store.EventApprovalCancelled, requester, "", at)
+	})
+	a, err := db.updateApproval(ctx, id, requester, qCancelApproval, qCancelApprovalPostgres, then, id, requester, millis(at))
 	if err != nil {
 		return store.Approval{}, fmt.Errorf("cancel approval %s by %s: %w", id, requester, err)
 	}
@@ -365,6 +402,31 @@ func tell(notices func(store.Approval) []store.OutboxMessage) txStep {
 		_, err := enqueueAll(ctx, c, c.db.stamp(), ms)
 		return err
 	}
+}
+
+// recorded is the txStep that puts in the outbox what notices says of each changed request
+// and appends its audit record (record of it; At defaulting to now).
+func recorded(notices func(store.Approval) []store.OutboxMessage, now time.Time, record func(store.Approval) store.AuditRecord) txStep {
+	notify := tell(notices)
+	return func(ctx context.Context, c conn, as []store.Approval) error {
+		if err := notify.run(ctx, c, as); err != nil {
+			return err
+		}
+		rows := make([]store.AuditRecord, 0, len(as))
+		for _, a := range as {
+			rows = append(rows, record(a))
+		}
+		_, err := appendAudit(ctx, c, now, rows)
+		return err
+	}
+}
+
+// run runs the step, if there is one.
+func (s txStep) run(ctx context.Context, c conn, as []store.Approval) error {
+	if s == nil {
+		return nil
+	}
+	return s(ctx, c, as)
 }
 
 // updateApproval runs the conditional update of one request (update, or pgUpdate on
@@ -458,7 +520,10 @@ func (db *DB) ExpireApprovals(ctx context.Context, now time.Time, limit int, not
 	if now.IsZero() {
 		now = db.now()
 	}
-	as, err := db.updateApprovals(ctx, qExpireApprovals, qExpireApprovalsPostgres, tell(notices), millis(now), limitArg(limit))
+	then := recorded(notices, now, func(a store.Approval) store.AuditRecord {
+		return transitionRecord(a, store.EventApprovalExpired, "", "", a.ResolvedAt)
+	})
+	as, err := db.updateApprovals(ctx, qExpireApprovals, qExpireApprovalsPostgres, then, millis(now), limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("expire approvals: %w", err)
 	}
@@ -472,20 +537,7 @@ func (db *DB) InterruptExecutions(ctx context.Context, now time.Time, limit int,
 	if now.IsZero() {
 		now = db.now()
 	}
-	notify := tell(notices)
-	then := func(ctx context.Context, c conn, as []store.Approval) error {
-		if notify != nil {
-			if err := notify(ctx, c, as); err != nil {
-				return err
-			}
-		}
-		rows := make([]store.AuditRecord, 0, len(as))
-		for _, a := range as {
-			rows = append(rows, interruptedRow(a, now))
-		}
-		_, err := appendAudit(ctx, c, db.stamp(), rows)
-		return err
-	}
+	then := recorded(notices, now, func(a store.Approval) store.AuditRecord { return interruptedRow(a, now) })
 	as, err := db.updateApprovals(ctx, qInterruptExecutions, qInterruptExecutionsPostgres, then, millis(now), limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("interrupt executions: %w", err)

@@ -212,11 +212,11 @@ func (db *DB) completePostgres(ctx context.Context, c store.Completion) (store.C
 		}
 		stmts = append(stmts, stmt{appendMemoryStatement(len(kept)), appendMemoryArgs(now, k.key, n, kept, k.keep)})
 	}
-	audit, aerr := auditStatements(now, c.Audit)
-	if aerr != nil {
-		return store.Completed{}, aerr
+	if audit, ok, err := auditStatement(now, c.Audit); err != nil {
+		return store.Completed{}, err
+	} else if ok {
+		stmts = append(stmts, audit)
 	}
-	stmts = append(stmts, audit...)
 	if len(c.AckOutbox) > 0 {
 		stmts = append(stmts, stmt{qAckOutboxListPostgres, []any{c.AckOutbox}})
 	}

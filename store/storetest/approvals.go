@@ -594,10 +594,8 @@ func testFinishWithNotices(t *testing.T, s store.Store) {
 func executionRows(t *testing.T, s store.Store, id string) []store.AuditRecord {
 	t.Helper()
 	var out []store.AuditRecord
-	for _, r := range listAudit(t, s, store.AuditQuery{Limit: 1000}) {
-		if r.ApprovalID == id {
-			out = append(out, r)
-		}
+	for _, r := range listAudit(t, s, store.AuditQuery{ApprovalID: id, Limit: 1000}) {
+		out = append(out, r)
 	}
 	return out
 }
@@ -615,9 +613,9 @@ func testFinishWithAudit(t *testing.T, s store.Store) {
 	check(t, err)
 	wantEqual(t, "exec", a.Exec, store.ExecDone)
 	want := row
-	want.ID, want.ApprovalID = stored.ID, "x1"
-	if stored.ID == 0 {
-		t.Fatalf("stored row %+v: no id", stored)
+	want.ID, want.ApprovalID, want.Hash, want.Link = stored.ID, "x1", stored.Hash, stored.Link
+	if stored.ID == 0 || stored.Hash != store.AuditHash(stored) || stored.Link.Seq == 0 {
+		t.Fatalf("stored row %+v: no id, or not chained", stored)
 	}
 	wantEqual(t, "the execution's row as returned", stored, want)
 	wantEqual(t, "the execution's rows", executionRows(t, s, "x1"), []store.AuditRecord{want})
