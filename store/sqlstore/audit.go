@@ -59,16 +59,18 @@ const (
 
 var (
 	// auditChainCTEs append the rows of the CTE au_src (auditSourceColumns) to a lane, computing
-	// their hashes as store.AuditHash does: au_free takes the first lane no other transaction
-	// holds (this one's own, if it holds one), au_head locks it and reads its head — the newest
-	// version, as FOR UPDATE reads it — or, when every lane is held, waits for one at random;
-	// au_chain links the rows one after the other; au_ins writes them and au_adv moves the head.
+	// their hashes as store.AuditHash does: au_pick takes the first lane no other transaction
+	// holds (this one's own, if it holds one) or, when every lane is held, one at random
+	// (audit_lane raises when there is none: rows are never dropped silently); au_head locks it
+	// — waiting, for a lane another holds — and reads its head, the newest version, as FOR
+	// UPDATE reads it; au_chain links the rows one after the other; au_ins writes them and
+	// au_adv moves the head.
 	auditChainCTEs = `au_ids AS MATERIALIZED (SELECT s.*, nextval('audit_id_seq') AS id FROM au_src s),
-	au_free AS MATERIALIZED (SELECT lane FROM audit_lanes WHERE EXISTS (SELECT 1 FROM au_src)
-		ORDER BY lane LIMIT 1 FOR UPDATE SKIP LOCKED),
-	au_head AS MATERIALIZED (SELECT lane, seq, id, hash FROM audit_lanes WHERE EXISTS (SELECT 1 FROM au_src)
-		AND lane = COALESCE((SELECT lane FROM au_free), 1 + floor(random() * (SELECT max(lane) FROM audit_lanes))::bigint)
-		FOR UPDATE),
+	au_pick AS MATERIALIZED (SELECT audit_lane(COALESCE(
+		(SELECT lane FROM audit_lanes ORDER BY lane LIMIT 1 FOR UPDATE SKIP LOCKED),
+		(SELECT lane FROM audit_lanes ORDER BY random() LIMIT 1))) AS lane
+		WHERE EXISTS (SELECT 1 FROM au_src)),
+	au_head AS MATERIALIZED (SELECT l.lane, l.seq, l.id, l.hash FROM audit_lanes l JOIN au_pick p ON l.lane = p.lane FOR UPDATE OF l),
 	au_chain (i, lane, seq, id, prev_id, prev, hash) AS (
 		SELECT 0, lane, seq, id, 0::bigint, ''::text, hash FROM au_head
 		UNION ALL

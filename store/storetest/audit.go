@@ -130,6 +130,13 @@ func testAuditLimit(t *testing.T, s store.Store) {
 	}
 }
 
+// AuditChained fails t unless every audit row of s is chained (see wantChained), and returns
+// how many there are.
+func AuditChained(t *testing.T, s store.Store) int {
+	t.Helper()
+	return wantChained(t, s)
+}
+
 // wantChained checks every lane of s: its rows follow each other (seq 1, 2, 3…, each naming
 // the one before), each hash is its record's, the lane's head is its last row, and no row is
 // in no chain. It returns the number of rows.

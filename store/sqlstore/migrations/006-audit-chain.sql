@@ -33,6 +33,10 @@ CREATE TABLE audit_lanes (
 INSERT INTO audit_lanes (lane) VALUES (1), (2), (3), (4), (5), (6), (7), (8), (9), (10), (11), (12), (13),
     (14), (15), (16), (17), (18), (19), (20), (21), (22), (23), (24), (25), (26), (27), (28), (29), (30), (31), (32);
 
+-- audit_lane returns its argument, a lane, and raises PBA01 when it is NULL (there is no lane):
+-- a statement that appends audit rows fails rather than write none.
+CREATE FUNCTION audit_lane(lane BIGINT) RETURNS BIGINT LANGUAGE plpgsql AS $f$ BEGIN IF lane IS NULL THEN RAISE EXCEPTION 'audit: no lane to append to (audit_lanes is empty)' USING ERRCODE = 'PBA01'; END IF; RETURN lane; END $f$; -- only: postgres
+
 CREATE TABLE audit_checkpoints (
     seq       BIGINT NOT NULL PRIMARY KEY,
     at        BIGINT NOT NULL,
