@@ -71,7 +71,9 @@ func TestCheckpointerRun(t *testing.T) {
 	eachBackend(t, func(t *testing.T, w *world) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
-		go func() { done <- audit.NewCheckpointer(w.db, w.key, &audit.CheckpointOptions{Every: time.Millisecond}).Run(ctx) }()
+		go func() {
+			done <- audit.NewCheckpointer(w.db, w.key, &audit.CheckpointOptions{Every: time.Millisecond}).Run(ctx)
+		}()
 		_, err := w.db.AppendAudit(t.Context(), store.AuditRecord{Identity: "ana"})
 		check(t, err)
 		for {
