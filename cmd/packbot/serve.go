@@ -159,6 +159,7 @@ func (s *services) components() []component {
 		{name: "bot", provision: s.provisionBot, run: func(ctx context.Context) error { return s.bot.Run(ctx) }},
 		{name: "approvals sweeper", run: func(ctx context.Context) error { return s.approvals.Run(ctx, s.bot.RefreshMenus) }},
 		{name: "pack watcher", run: s.watchPack},
+		s.auditCheckpoints(),
 		{name: "channel " + s.kind, run: func(ctx context.Context) error { return s.ch.Run(ctx, s.bot) }},
 	}...)
 	for _, e := range s.eps.all {
