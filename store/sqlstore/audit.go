@@ -74,7 +74,7 @@ var (
 	au_chain (i, lane, seq, id, prev_id, prev, hash) AS (
 		SELECT 0, lane, seq, id, 0::bigint, ''::text, hash FROM au_head
 		UNION ALL
-		SELECT r.i, c.lane, c.seq + 1, r.id, c.id, c.hash, encode(sha256(convert_to(` + auditHashSQL + `, 'UTF8')), 'hex')
+		SELECT r.i, c.lane, c.seq + 1, r.id, c.id, c.hash, ` + auditHashSQL + `
 		FROM au_chain c JOIN au_ids r ON r.i = c.i + 1),
 	au_ins AS (INSERT INTO audit (id, lane, seq, prev_id, prev, hash, ` + auditDataColumns + `)
 		SELECT c.id, c.lane, c.seq, c.prev_id, c.prev, c.hash, r.at, r.identity, NULLIF(r.roles, '')::json, r.server,
@@ -92,15 +92,19 @@ var (
 
 // auditHashSQL is store.AuditHash's text (see store's auditHashText) in SQL, of the link after
 // c (the lane's previous row) and the source row r.
-var auditHashSQL = func() string {
+var auditHashSQL = auditHashExpr("c.hash", "c.lane", "(c.seq + 1)", "r.id", "c.id", "r.")
+
+// auditHashExpr is the SQL of store.AuditHash's hash (hex) of a record: prev, lane, seq, id and
+// prevID are the expressions of its link and id, row the prefix of its source columns.
+func auditHashExpr(prev, lane, seq, id, prevID, row string) string {
 	str := func(e string) string { return `'|' || length(` + e + `) || ':' || ` + e }
 	num := func(e string) string { return `'|' || ` + e }
-	parts := []string{`'packbot-audit-1'`, str("c.hash"), num("c.lane"), num("(c.seq + 1)"), num("r.id"), num("c.id"),
-		num("r.at"), str("r.identity"), str("r.roles"), str("r.server"), str("r.tool"), str("r.args_fingerprint"),
-		str("r.decision"), str("r.approval_id"), str("r.outcome"), num("r.latency_ns"), str("r.error"),
-		str("r.result_fingerprint"), str("r.event"), str("r.detail")}
-	return strings.Join(parts, " || ")
-}()
+	parts := []string{`'packbot-audit-1'`, str(prev), num(lane), num(seq), num(id), num(prevID), num(row + "at"), str(row + "identity"),
+		str(row + "roles"), str(row + "server"), str(row + "tool"), str(row + "args_fingerprint"), str(row + "decision"),
+		str(row + "approval_id"), str(row + "outcome"), num(row + "latency_ns"), str(row + "error"), str(row + "result_fingerprint"),
+		str(row + "event"), str(row + "detail")}
+	return `encode(sha256(convert_to(` + strings.Join(parts, " || ") + `, 'UTF8')), 'hex')`
+}
 
 // auditJSONSource is the source of a chain statement given as a JSON array ($n, auditRow).
 func auditJSONSource(n int) string {
