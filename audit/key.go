@@ -73,13 +73,16 @@ func DIDKey(pub ed25519.PublicKey) string {
 	return "did:key:z" + base58.Encode(append(append([]byte{}, ed25519Codec...), pub...))
 }
 
+const base58Alphabet = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
 // ErrNotEd25519DIDKey: a DID is not the did:key of an Ed25519 key.
 var ErrNotEd25519DIDKey = errors.New("not an Ed25519 did:key")
 
 // PublicKey returns the Ed25519 public key of a did:key (a fragment is ignored).
 func PublicKey(did string) (ed25519.PublicKey, error) {
 	s, _, _ := strings.Cut(strings.TrimPrefix(did, "did:key:"), "#")
-	if !strings.HasPrefix(did, "did:key:z") {
+	// base58.Decode panics on characters outside its alphabet (a byte >= 128): check first.
+	if !strings.HasPrefix(did, "did:key:z") || strings.Trim(s[1:], base58Alphabet) != "" {
 		return nil, fmt.Errorf("%q: %w", did, ErrNotEd25519DIDKey)
 	}
 	b := base58.Decode(s[1:])
