@@ -593,11 +593,7 @@ func testFinishWithNotices(t *testing.T, s store.Store) {
 // executionRows are the audit rows of request id's execution.
 func executionRows(t *testing.T, s store.Store, id string) []store.AuditRecord {
 	t.Helper()
-	var out []store.AuditRecord
-	for _, r := range listAudit(t, s, store.AuditQuery{ApprovalID: id, Limit: 1000}) {
-		out = append(out, r)
-	}
-	return out
+	return listAudit(t, s, store.AuditQuery{ApprovalID: id, Limit: 1000})
 }
 
 // testFinishWithAudit: the execution's audit row commits with its outcome (its approval id
