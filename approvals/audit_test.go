@@ -67,15 +67,19 @@ func TestExecutionAuditCommitsWithOutcome(t *testing.T) {
 		if err != nil || done.Exec != store.ExecDone {
 			t.Fatalf("approve: exec %q, %v", done.Exec, err)
 		}
-		if rows := executionRows(t, f.st, a.ID); len(rows) != 1 || rows[0].Outcome != store.OutcomeExecuted {
+		rows := executionRows(t, f.st, a.ID)
+		if len(rows) != 1 || rows[0].Outcome != store.OutcomeExecuted {
 			t.Fatalf("the executed call's audit rows: %+v, want one, executed", rows)
+		}
+		if e := done.Execution; e == nil || e.ID != rows[0].ID || e.Hash != rows[0].Hash || e.Hash != store.AuditHash(rows[0]) {
+			t.Fatalf("the decision's execution record %+v, want the stored %+v", e, rows[0])
 		}
 
 		// The outcome is never recorded: the call ran, but no row may say so before the outcome.
 		flaky.appendErr, flaky.finishErr = nil, errors.New("the process died here")
 		b := f.submit(t, s)
-		if got, _ := s.Decide(ctx, manager(0), b.ID, true); got.Exec != store.ExecClaimed {
-			t.Fatalf("exec %q, want the claim left", got.Exec)
+		if got, _ := s.Decide(ctx, manager(0), b.ID, true); got.Exec != store.ExecClaimed || got.Execution != nil {
+			t.Fatalf("exec %q, record %+v: want the claim left, no record", got.Exec, got.Execution)
 		}
 		if rows := executionRows(t, f.st, b.ID); len(rows) != 0 {
 			t.Fatalf("audit rows of an execution whose outcome was not recorded: %+v", rows)
@@ -85,7 +89,7 @@ func TestExecutionAuditCommitsWithOutcome(t *testing.T) {
 			t.Fatal(err)
 		}
 		sweeper.Sweep(ctx)
-		rows := executionRows(t, f.st, b.ID)
+		rows = executionRows(t, f.st, b.ID)
 		if len(rows) != 1 || rows[0].Outcome != store.OutcomeFailed {
 			t.Fatalf("the interrupted execution's audit rows: %+v, want one, failed", rows)
 		}

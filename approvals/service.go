@@ -140,6 +140,10 @@ func Fingerprint(server, tool string, canonicalArgs []byte, requester string, p 
 type Result struct {
 	store.Approval
 	Badges []string
+	// Execution is the audit record of the call this step ran (Decide reaching the quorum), as
+	// stored: its ID and chain Hash are what a receipt quotes. Nil when the step ran nothing,
+	// or its outcome could not be recorded.
+	Execution *store.AuditRecord
 }
 
 // submit is Submit, unobserved.
@@ -186,7 +190,7 @@ func (s *Service) submit(ctx context.Context, r Request) (Result, error) {
 			return Result{}, fmt.Errorf("submit approval: %w", err) // someone else's id
 		}
 		// The first Submit may have been cut off (a crash) before the badges were refreshed.
-		return Result{prev, badges(a.Requester, approvers)}, nil
+		return Result{Approval: prev, Badges: badges(a.Requester, approvers)}, nil
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("submit approval: %w", err)
@@ -194,7 +198,7 @@ func (s *Service) submit(ctx context.Context, r Request) (Result, error) {
 	s.log.InfoContext(ctx, "approval requested", slog.String("id", a.ID), slog.String("requester", a.Requester),
 		slog.String("server", a.Server), slog.String("tool", a.Tool), slog.String("fingerprint", a.Fingerprint))
 	s.kickAll(notices)
-	return Result{a, badges(a.Requester, approvers)}, nil
+	return Result{Approval: a, Badges: badges(a.Requester, approvers)}, nil
 }
 
 // Summary is the argument summary of a, built from its arguments and the tool's schema.
@@ -288,10 +292,11 @@ func (s *Service) decide(ctx context.Context, approver rbac.Caller, id string, a
 	s.log.InfoContext(ctx, "approval vote", slog.String("id", id), slog.String("approver", approver.Identity),
 		slog.String("decision", v.Decision), slog.String("status", a.Status))
 	s.kickAll(notices(a))
+	r := Result{Approval: a, Badges: changed}
 	if a.Status == store.ApprovalApproved && a.Exec == store.ExecClaimed {
-		a = s.execute(ctx, a, approverName(approver))
+		r.Approval, r.Execution = s.execute(ctx, a, approverName(approver))
 	}
-	return Result{a, changed}, nil
+	return r, nil
 }
 
 // gone reports whether a's tool is no longer available under the current pack: its server was
@@ -325,7 +330,7 @@ func (s *Service) withdraw(ctx context.Context, a store.Approval, approver rbac.
 	s.log.InfoContext(ctx, "approval request withdrawn: its tool is gone", slog.String("id", a.ID),
 		slog.String("server", a.Server), slog.String("tool", a.Tool), slog.String("approver", approver.Identity))
 	s.kickAll(notices(done))
-	return Result{done, badges(a.Requester, append([]string{approver.Identity}, approvers...))},
+	return Result{Approval: done, Badges: badges(a.Requester, append([]string{approver.Identity}, approvers...))},
 		fmt.Errorf("decide approval %s: %w", a.ID, ErrToolGone)
 }
 
@@ -341,13 +346,14 @@ func (s *Service) lease(a store.Approval) time.Duration {
 
 // execute runs an approved call whose execution this process claimed: the requester's access
 // is decided again from their latest session, then the tool runs and the outcome is recorded,
-// with the call's audit row and the requester's notice, in one transaction.
-func (s *Service) execute(ctx context.Context, a store.Approval, approver string) store.Approval {
+// with the call's audit row and the requester's notice, in one transaction. It returns the
+// request and the audit row as stored (nil when the outcome was not recorded).
+func (s *Service) execute(ctx context.Context, a store.Approval, approver string) (store.Approval, *store.AuditRecord) {
 	caller, ok, err := s.requester(ctx, a.Requester)
 	if err != nil {
 		// Not run: the claim runs out and the sweeper reports the execution interrupted.
 		s.log.ErrorContext(ctx, "approved call not run: the requester's roles cannot be read", slog.String("id", a.ID), slog.Any("err", err))
-		return a
+		return a, nil
 	}
 	var row store.AuditRecord
 	c := toolcall.Call{Caller: caller, Server: a.Server, Tool: a.Tool, Arguments: a.Arguments, Fingerprint: a.Fingerprint,
@@ -373,31 +379,31 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 		m = i18n.Message{Key: "APPROVAL_APPROVED_FAILED", Args: []string{"tool", a.Tool, "approver", approver, "error", e.Error}}
 	}
 	e.Notices = []store.OutboxMessage{notice(a.Requester, m)}
-	done, err := s.finish(ctx, a, e)
+	done, stored, err := s.finish(ctx, a, e)
 	if err != nil {
 		s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", err))
-		return a
+		return a, nil
 	}
 	s.kick(a.Requester)
-	return done
+	return done, &stored
 }
 
 // finish records the outcome of a's execution, retrying while the store is unavailable (a
 // database restart) as long as the execution's claim lasts: after it, the sweeper reports the
 // execution interrupted instead.
-func (s *Service) finish(ctx context.Context, a store.Approval, e store.Execution) (store.Approval, error) {
+func (s *Service) finish(ctx context.Context, a store.Approval, e store.Execution) (store.Approval, store.AuditRecord, error) {
 	delay := 50 * time.Millisecond
 	for {
-		done, _, err := s.st.FinishExecution(ctx, a.ID, e)
+		done, row, err := s.st.FinishExecution(ctx, a.ID, e)
 		if err == nil || !errors.Is(err, store.ErrUnavailable) || !s.now().Add(delay).Before(a.ExecUntil) {
-			return done, err
+			return done, row, err
 		}
 		s.log.WarnContext(ctx, "approval outcome: store unavailable; retrying", slog.String("id", a.ID), slog.Duration("in", delay))
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return done, errors.Join(err, ctx.Err())
+			return done, store.AuditRecord{}, errors.Join(err, ctx.Err())
 		case <-t.C:
 		}
 		delay = min(2*delay, time.Second)
@@ -452,7 +458,7 @@ func (s *Service) cancel(ctx context.Context, requester, id string) (Result, err
 		return Result{Approval: a}, fmt.Errorf("cancel approval %s: %w", id, err)
 	}
 	s.kickAll(notices(a))
-	return Result{a, badges(a.Requester, approvers)}, nil
+	return Result{Approval: a, Badges: badges(a.Requester, approvers)}, nil
 }
 
 // Mine lists requester's pending requests.

@@ -119,7 +119,10 @@ type ApprovalQuery struct {
 // Approvals stores approval requests. Every transition is one conditional update in one
 // transaction, so that concurrent approvers, cancels and expiries (in this process or another)
 // resolve a request exactly once: the caller told it happened is the only one, and every other
-// is told [ErrAlreadyResolved] (a sweeper: not given the request). All methods are safe for
+// is told [ErrAlreadyResolved] (a sweeper: not given the request). Every transition writes its
+// audit record ([AuditRecord] with an Event: created, voted, cancelled, expired; the
+// execution's and an interrupted execution's tool-call rows) in its transaction; a refused
+// one writes none. All methods are safe for
 // concurrent use by many goroutines and processes sharing the database. Times are stored to
 // the millisecond; a zero time argument (v.At, at, now) means the store's clock.
 type Approvals interface {
