@@ -276,3 +276,17 @@ func menuTitles(m channel.Menu) string {
 	}
 	return strings.Join(ts, " | ")
 }
+
+// TestStaleBadgeOnSelect: an approver whose cached count is stale (a request made on another
+// replica, whose refresh is still on its way) and who opens the pending approvals from its
+// notice gets the list: the count is read again before the item is refused.
+func TestStaleBadgeOnSelect(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	f.login("fm@acme.corp", "finance-manager")
+	if m := f.e.Menu(t.Context(), f.s); strings.Contains(menuIDs(m), "pending-approvals") {
+		t.Fatalf("menu before any request: %s", menuIDs(m))
+	}
+	anaRequests(t, f) // behind this engine's back: its cache still counts none
+	f.want(f.do(channel.MenuSelected{Conn: "conn-1", OptionID: "pending-approvals"}), key("PENDING_TITLE"))
+	f.want(f.do(channel.MenuSelected{Conn: "conn-1", OptionID: "my-approval-requests"}), key("UNKNOWN_MENU_OPTION"))
+}
