@@ -167,37 +167,7 @@ func (db *DB) createApproval(ctx context.Context, a store.Approval, notices []st
 	a.CreatedAt = created
 	record := []store.AuditRecord{createdRecord(a)}
 	if db.d.name == postgres {
-		// One statement: the request, then its roles, notices and audit record reading its
-		// RETURNING, so that a duplicate id (a unique violation) fails the whole statement.
-		var q strings.Builder
-		q.WriteString(`a AS (` + qCreateApproval + ` RETURNING id)`)
-		if len(indexed) > 0 {
-			q.WriteString(`, r AS (INSERT INTO approval_roles (approval_id, role) SELECT a.id, r.role FROM a, (VALUES `)
-			for i, r := range indexed {
-				if i > 0 {
-					q.WriteString(", ")
-				}
-				args = append(args, r)
-				fmt.Fprintf(&q, "($%d::text)", len(args))
-			}
-			q.WriteString(") AS r (role))")
-		}
-		if len(notices) > 0 {
-			rows, err := jsonList(outboxRows(now, notices))
-			if err != nil {
-				return err
-			}
-			args = append(args, rows)
-			fmt.Fprintf(&q, `, o AS (`+outboxInsertHead+`a, json_to_recordset($%d::json)`+outboxInsertTail+`)`, len(args))
-		}
-		src, err := auditSource(stamped(now, record))
-		if err != nil {
-			return err
-		}
-		args = append(args, src)
-		q.WriteString(", " + auditJSONSource(len(args)))
-		_, err = db.conn().exec(ctx, auditChainWith(q.String(), `SELECT 1 FROM a`), args...)
-		return err
+		return db.createApprovalPostgres(ctx, args, indexed, notices, record, now)
 	}
 	return db.tx(ctx, func(c conn) error {
 		if _, err := c.exec(ctx, qCreateApproval, args...); err != nil {
@@ -224,6 +194,41 @@ func (db *DB) createApproval(ctx context.Context, a store.Approval, notices []st
 		_, err := appendAudit(ctx, c, now, record)
 		return err
 	})
+}
+
+// createApprovalPostgres is createApproval in one statement: the request (args as
+// qCreateApproval's), then its roles, notices and audit record reading its RETURNING, so that a
+// duplicate id (a unique violation) fails the whole statement.
+func (db *DB) createApprovalPostgres(ctx context.Context, args []any, roles []string, notices []store.OutboxMessage, record []store.AuditRecord, now time.Time) error {
+	var q strings.Builder
+	q.WriteString(`a AS (` + qCreateApproval + ` RETURNING id)`)
+	if len(roles) > 0 {
+		q.WriteString(`, r AS (INSERT INTO approval_roles (approval_id, role) SELECT a.id, r.role FROM a, (VALUES `)
+		for i, r := range roles {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			args = append(args, r)
+			fmt.Fprintf(&q, "($%d::text)", len(args))
+		}
+		q.WriteString(") AS r (role))")
+	}
+	if len(notices) > 0 {
+		rows, err := jsonList(outboxRows(now, notices))
+		if err != nil {
+			return err
+		}
+		args = append(args, rows)
+		fmt.Fprintf(&q, `, o AS (`+outboxInsertHead+`a, json_to_recordset($%d::json)`+outboxInsertTail+`)`, len(args))
+	}
+	src, err := auditSource(stamped(now, record))
+	if err != nil {
+		return err
+	}
+	args = append(args, src)
+	q.WriteString(", " + auditJSONSource(len(args)))
+	_, err = db.conn().exec(ctx, auditChainWith(q.String(), `SELECT 1 FROM a`), args...)
+	return err
 }
 
 // createdRecord is the audit record of a's creation: who asked for which call, and the
