@@ -22,8 +22,8 @@ func (nopObserver) StartApprovalStep(ctx context.Context, _ string) (context.Con
 
 // Submit stores a PENDING request and, in the same transaction, the notices to the requester
 // and the approvers. A replayed Submit (same ID, same requester) returns the stored request and
-// notifies nobody again.
-func (s *Service) Submit(ctx context.Context, r Request) (store.Approval, error) {
+// notifies nobody again. Submit, Decide and Cancel return whose badges changed ([Result]).
+func (s *Service) Submit(ctx context.Context, r Request) (Result, error) {
 	ctx, end := s.obs.StartApprovalStep(ctx, "submit")
 	a, err := s.submit(ctx, r)
 	end(r.Server, r.Tool, status(a, err))
@@ -35,7 +35,7 @@ func (s *Service) Submit(ctx context.Context, r Request) (store.Approval, error)
 // claim) and tells the requester the result.
 // An approval whose policy asks for a fresh proof is refused with ErrProofRequired: it goes
 // through [Service.DecideProved].
-func (s *Service) Decide(ctx context.Context, approver rbac.Caller, id string, approve bool) (store.Approval, error) {
+func (s *Service) Decide(ctx context.Context, approver rbac.Caller, id string, approve bool) (Result, error) {
 	ctx, end := s.obs.StartApprovalStep(ctx, "decide")
 	a, err := s.decide(ctx, approver, id, approve, "")
 	end(a.Server, a.Tool, status(a, err))
@@ -43,7 +43,7 @@ func (s *Service) Decide(ctx context.Context, approver rbac.Caller, id string, a
 }
 
 // Cancel cancels requester's own pending request; the approvers' notices commit with it.
-func (s *Service) Cancel(ctx context.Context, requester, id string) (store.Approval, error) {
+func (s *Service) Cancel(ctx context.Context, requester, id string) (Result, error) {
 	ctx, end := s.obs.StartApprovalStep(ctx, "cancel")
 	a, err := s.cancel(ctx, requester, id)
 	end(a.Server, a.Tool, status(a, err))
@@ -52,7 +52,7 @@ func (s *Service) Cancel(ctx context.Context, requester, id string) (store.Appro
 
 // status names the outcome of a step: the request's status ("" is a request just created:
 // PENDING), or "error".
-func status(a store.Approval, err error) string {
+func status(a Result, err error) string {
 	switch {
 	case err != nil:
 		return "error"

@@ -93,17 +93,17 @@ func (s *Service) AskProof(ctx context.Context, approver rbac.Caller, id string)
 // within the ticket's max age (ErrProofLate), names approver's identity (ErrProofIdentity),
 // and its roles hold one of the request's approver roles (ErrProofRoles): the roles it proves
 // now, not those of the approver's login. Otherwise nothing is recorded.
-func (s *Service) DecideProved(ctx context.Context, approver rbac.Caller, t ProofTicket, p Presented) (store.Approval, error) {
+func (s *Service) DecideProved(ctx context.Context, approver rbac.Caller, t ProofTicket, p Presented) (Result, error) {
 	ctx, end := s.obs.StartApprovalStep(ctx, "decide")
 	a, err := s.decideProved(ctx, approver, t, p)
 	end(a.Server, a.Tool, status(a, err))
 	return a, err
 }
 
-func (s *Service) decideProved(ctx context.Context, approver rbac.Caller, t ProofTicket, p Presented) (store.Approval, error) {
+func (s *Service) decideProved(ctx context.Context, approver rbac.Caller, t ProofTicket, p Presented) (Result, error) {
 	a, err := s.st.GetApproval(ctx, t.Approval)
 	if err != nil {
-		return a, fmt.Errorf("decide approval %s with a proof: %w", t.Approval, err)
+		return Result{Approval: a}, fmt.Errorf("decide approval %s with a proof: %w", t.Approval, err)
 	}
 	var refused error
 	switch {
@@ -120,7 +120,7 @@ func (s *Service) decideProved(ctx context.Context, approver rbac.Caller, t Proo
 		s.log.InfoContext(ctx, "approval proof refused; the vote is not counted", slog.String("id", a.ID),
 			slog.String("approver", approver.Identity), slog.String("presented", p.Identity), slog.Any("roles", p.Roles),
 			slog.Duration("after", s.now().Sub(t.Asked)), slog.String("reason", refused.Error()))
-		return a, fmt.Errorf("decide approval %s with a proof: %w", a.ID, refused)
+		return Result{Approval: a}, fmt.Errorf("decide approval %s with a proof: %w", a.ID, refused)
 	}
 	proved := approver
 	proved.Roles = p.Roles

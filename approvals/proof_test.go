@@ -103,11 +103,11 @@ func (f *freshFixture) submit(t *testing.T, tool string) store.Approval {
 	if tool == "send_money" {
 		args = json.RawMessage(`{"recipient":"rcp-globex","amount":1,"currency":"EUR"}`)
 	}
-	a, err := f.s.Submit(t.Context(), approvals.Request{Caller: ana, Server: "bank", Tool: tool, Arguments: args, Policy: approvalPolicy(tool)})
+	res, err := f.s.Submit(t.Context(), approvals.Request{Caller: ana, Server: "bank", Tool: tool, Arguments: args, Policy: approvalPolicy(tool)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a
+	return res.Approval
 }
 
 // approvalPolicy is the pack's policy of tool.
@@ -189,7 +189,7 @@ func TestFreshProof(t *testing.T) {
 	if err != nil || stored.Votes[0].Proof != digest {
 		t.Fatalf("stored vote %+v, %v", stored.Votes, err)
 	}
-	f.checkReceipt(t, done, digest)
+	f.checkReceipt(t, done.Approval, digest)
 
 	// A reject needs no proof.
 	b := f.submit(t, "send_money")

@@ -77,24 +77,24 @@ type Offer struct {
 	Comment    i18n.Message    `json:"comment"`
 }
 
-// offerReceipt signs a's receipt and puts its offer to the requester in the outbox (logged,
-// not returned, when it cannot: the outcome stands without it).
-func (s *Service) offerReceipt(ctx context.Context, a store.Approval) {
+// offerReceipt signs a's receipt, quoting rec, the audit record committed with its outcome,
+// and puts its offer to the requester in the outbox (logged, not returned, when it cannot: the
+// outcome stands without it).
+func (s *Service) offerReceipt(ctx context.Context, a store.Approval, rec store.AuditRecord) {
 	if s.receipts == nil || (a.Exec != store.ExecDone && a.Exec != store.ExecFailed) {
 		return
 	}
 	if p := s.policy(a); p != nil && !p.Receipts() {
 		return
 	}
-	if err := s.queueReceipt(ctx, a); err != nil {
+	if err := s.queueReceipt(ctx, a, rec); err != nil {
 		s.log.ErrorContext(ctx, "receipt not offered", slog.String("id", a.ID), slog.Any("err", err))
 	}
 }
 
-func (s *Service) queueReceipt(ctx context.Context, a store.Approval) error {
-	rec, err := s.executionRecord(ctx, a)
-	if err != nil {
-		return err
+func (s *Service) queueReceipt(ctx context.Context, a store.Approval, rec store.AuditRecord) error {
+	if rec.ID == 0 || rec.Hash == "" {
+		return fmt.Errorf("approval %s: %w", a.ID, errNoRecord)
 	}
 	vc, err := s.receipts.Sign(ReceiptIDPrefix+a.ID, ReceiptClaims(a, rec), s.now())
 	if err != nil {
@@ -120,20 +120,6 @@ func (s *Service) queueReceipt(ctx context.Context, a store.Approval) error {
 
 // errNoRecord: the audit holds no record of an execution.
 var errNoRecord = errors.New("the audit holds no record of the execution")
-
-// executionRecord is the audit record of a's execution (committed with or before its outcome).
-func (s *Service) executionRecord(ctx context.Context, a store.Approval) (store.AuditRecord, error) {
-	rs, err := s.st.ListAudit(ctx, store.AuditQuery{Identity: a.Requester, Server: a.Server, Tool: a.Tool, Since: a.CreatedAt, Limit: 100})
-	if err != nil {
-		return store.AuditRecord{}, fmt.Errorf("find the execution's audit record: %w", err)
-	}
-	for _, r := range rs {
-		if r.ApprovalID == a.ID && (r.Outcome == store.OutcomeExecuted || r.Outcome == store.OutcomeFailed) {
-			return r, nil
-		}
-	}
-	return store.AuditRecord{}, fmt.Errorf("approval %s: %w", a.ID, errNoRecord)
-}
 
 // ReceiptClaims are the claims of the receipt of a's execution, recorded in the audit as rec:
 // fingerprints and identities, never the arguments or the result themselves.

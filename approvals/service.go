@@ -38,7 +38,6 @@ type Store interface {
 	store.Approvals
 	store.Directory
 	store.Outbox
-	store.Audit
 }
 
 // Config configures a [Service].
@@ -47,11 +46,9 @@ type Config struct {
 	Pack  *packs.Pack
 	MCP   *mcp.Pool
 	// Kick asks for identity's outbox to be delivered now (the bot's deliverer).
-	Kick func(identity string)
-	// BadgesChanged is told whose badge counts may have changed, to re-send their menus.
-	BadgesChanged func(ctx context.Context, identities []string)
-	Logger        *slog.Logger
-	Now           func() time.Time
+	Kick   func(identity string)
+	Logger *slog.Logger
+	Now    func() time.Time
 	// SweepEvery is how often expired requests and interrupted executions are looked for
 	// (default 15 s).
 	SweepEvery time.Duration
@@ -68,7 +65,6 @@ type Service struct {
 	cur   atomic.Pointer[packRules] // swapped by SetPack
 	pool  *mcp.Pool
 	kick  func(string)
-	badge func(context.Context, []string)
 	log   *slog.Logger
 	now   func() time.Time
 	every time.Duration
@@ -82,8 +78,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Pack == nil || cfg.MCP == nil {
 		return nil, errors.New("approvals: Store, Pack and MCP are required")
 	}
-	s := &Service{st: cfg.Store, pool: cfg.MCP, kick: cfg.Kick, badge: cfg.BadgesChanged,
-		log: cfg.Logger, now: cfg.Now, every: cfg.SweepEvery, obs: cfg.Observer, receipts: cfg.Receipts}
+	s := &Service{st: cfg.Store, pool: cfg.MCP, kick: cfg.Kick, log: cfg.Logger, now: cfg.Now, every: cfg.SweepEvery,
+		obs: cfg.Observer, receipts: cfg.Receipts}
 	if s.obs == nil {
 		s.obs = nopObserver{}
 	}
@@ -99,9 +95,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	if s.kick == nil {
 		s.kick = func(string) {}
-	}
-	if s.badge == nil {
-		s.badge = func(context.Context, []string) {}
 	}
 	return s, nil
 }
@@ -145,10 +138,24 @@ func Fingerprint(server, tool string, canonicalArgs []byte, requester string, p 
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// Result is a request after a step, and the identities whose badge counts the step changed:
+// the caller refreshes their menus once its own work is committed (package flows returns them
+// as effects of the event that made the step). Badges are set also when a step is refused as
+// done already: it may be the step made again after a crash cut the first off before the
+// refresh.
+type Result struct {
+	store.Approval
+	Badges []string
+	// Execution is the audit record of the call this step ran (Decide reaching the quorum), as
+	// stored: its ID and chain Hash are what a receipt quotes. Nil when the step ran nothing,
+	// or its outcome could not be recorded.
+	Execution *store.AuditRecord
+}
+
 // submit is Submit, unobserved.
-func (s *Service) submit(ctx context.Context, r Request) (store.Approval, error) {
+func (s *Service) submit(ctx context.Context, r Request) (Result, error) {
 	if r.Policy == nil {
-		return store.Approval{}, errors.New("submit approval: no policy")
+		return Result{}, errors.New("submit approval: no policy")
 	}
 	now := s.now()
 	timeout := time.Duration(r.Policy.TimeoutMinutes * float64(time.Minute))
@@ -172,7 +179,7 @@ func (s *Service) submit(ctx context.Context, r Request) (store.Approval, error)
 	}
 	approvers, err := s.findApprovers(ctx, a)
 	if err != nil {
-		return store.Approval{}, fmt.Errorf("submit approval: %w", err)
+		return Result{}, fmt.Errorf("submit approval: %w", err)
 	}
 	notices := []store.OutboxMessage{notice(a.Requester, i18n.Message{Key: "APPROVAL_SUBMITTED", Args: []string{"tool", a.Tool, "id", short(a.ID)}})}
 	for _, id := range approvers {
@@ -184,22 +191,20 @@ func (s *Service) submit(ctx context.Context, r Request) (store.Approval, error)
 		prev, gerr := s.st.GetApproval(ctx, a.ID)
 		switch {
 		case gerr != nil:
-			return store.Approval{}, fmt.Errorf("submit approval %s again: %w", a.ID, gerr)
+			return Result{}, fmt.Errorf("submit approval %s again: %w", a.ID, gerr)
 		case prev.Requester != a.Requester:
-			return store.Approval{}, fmt.Errorf("submit approval: %w", err) // someone else's id
+			return Result{}, fmt.Errorf("submit approval: %w", err) // someone else's id
 		}
-		// The first Submit may have been cut off (a crash) before it refreshed the badges.
-		s.badge(ctx, append([]string{a.Requester}, approvers...))
-		return prev, nil
+		// The first Submit may have been cut off (a crash) before the badges were refreshed.
+		return Result{Approval: prev, Badges: badges(a.Requester, approvers)}, nil
 	}
 	if err != nil {
-		return store.Approval{}, fmt.Errorf("submit approval: %w", err)
+		return Result{}, fmt.Errorf("submit approval: %w", err)
 	}
 	s.log.InfoContext(ctx, "approval requested", slog.String("id", a.ID), slog.String("requester", a.Requester),
 		slog.String("server", a.Server), slog.String("tool", a.Tool), slog.String("fingerprint", a.Fingerprint))
 	s.kickAll(notices)
-	s.badge(ctx, append([]string{a.Requester}, approvers...))
-	return a, nil
+	return Result{Approval: a, Badges: badges(a.Requester, approvers)}, nil
 }
 
 // Summary is the argument summary of a, built from its arguments and the tool's schema.
@@ -242,22 +247,22 @@ func (s *Service) findApprovers(ctx context.Context, a store.Approval) ([]string
 
 // decide is Decide, unobserved; proof is the digest of the presentation an approval was proved
 // with ("" for none: then an approval that needs one is refused).
-func (s *Service) decide(ctx context.Context, approver rbac.Caller, id string, approve bool, proof string) (store.Approval, error) {
+func (s *Service) decide(ctx context.Context, approver rbac.Caller, id string, approve bool, proof string) (Result, error) {
 	a, err := s.st.GetApproval(ctx, id)
 	if err != nil {
-		return store.Approval{}, fmt.Errorf("decide approval %s: %w", id, err)
+		return Result{}, fmt.Errorf("decide approval %s: %w", id, err)
 	}
 	if !approver.Authenticated || !rbac.HoldsAny(approver.Roles, a.ApproverRoles) {
-		return a, ErrNotApprover
+		return Result{Approval: a}, ErrNotApprover
 	}
 	if approver.Identity == a.Requester && !a.AllowSelf {
-		return a, ErrOwnRequest
+		return Result{Approval: a}, ErrOwnRequest
 	}
 	if a.Status == store.ApprovalPending && s.gone(a) {
 		return s.withdraw(ctx, a, approver)
 	}
 	if _, fresh := s.policy(a).FreshProof(); approve && fresh && proof == "" {
-		return a, ErrProofRequired
+		return Result{Approval: a}, ErrProofRequired
 	}
 	v := store.Vote{Approver: approver.Identity, Decision: store.VoteReject, At: s.now(), Proof: proof}
 	if approve {
@@ -267,7 +272,7 @@ func (s *Service) decide(ctx context.Context, approver rbac.Caller, id string, a
 	// reads what it captured (it may run more than once).
 	approvers, err := s.findApprovers(ctx, a)
 	if err != nil {
-		return a, fmt.Errorf("decide approval %s: %w", id, err)
+		return Result{Approval: a}, fmt.Errorf("decide approval %s: %w", id, err)
 	}
 	notices := func(a store.Approval) []store.OutboxMessage {
 		var ms []store.OutboxMessage
@@ -283,24 +288,25 @@ func (s *Service) decide(ctx context.Context, approver rbac.Caller, id string, a
 		}
 		return ms
 	}
-	prev := a
+	changed := badges(a.Requester, append([]string{approver.Identity}, approvers...))
 	a, err = s.st.VoteApproval(ctx, id, v, s.lease(a), notices)
 	if err != nil {
+		r := Result{Approval: a}
 		if errors.Is(err, store.ErrAlreadyResolved) || errors.Is(err, store.ErrAlreadyVoted) {
 			// This may be the approver's choice handled again after a crash that cut the first
-			// handling off after its vote committed, before it refreshed the badges.
-			s.badge(ctx, append([]string{prev.Requester, approver.Identity}, approvers...))
+			// handling off after its vote committed, before the badges were refreshed.
+			r.Badges = changed
 		}
-		return a, fmt.Errorf("decide approval %s: %w", id, err)
+		return r, fmt.Errorf("decide approval %s: %w", id, err)
 	}
 	s.log.InfoContext(ctx, "approval vote", slog.String("id", id), slog.String("approver", approver.Identity),
 		slog.String("decision", v.Decision), slog.String("status", a.Status))
 	s.kickAll(notices(a))
+	r := Result{Approval: a, Badges: changed}
 	if a.Status == store.ApprovalApproved && a.Exec == store.ExecClaimed {
-		a = s.execute(ctx, a, approverName(approver))
+		r.Approval, r.Execution = s.execute(ctx, a, approverName(approver))
 	}
-	s.badge(ctx, append([]string{a.Requester, approver.Identity}, approvers...))
-	return a, nil
+	return r, nil
 }
 
 // gone reports whether a's tool is no longer available under the current pack: its server was
@@ -319,23 +325,23 @@ func (s *Service) gone(a store.Approval) bool {
 
 // withdraw closes a request whose tool is gone, when an approver decides it: the requester is
 // told, and the approver gets ErrToolGone.
-func (s *Service) withdraw(ctx context.Context, a store.Approval, approver rbac.Caller) (store.Approval, error) {
+func (s *Service) withdraw(ctx context.Context, a store.Approval, approver rbac.Caller) (Result, error) {
 	approvers, err := s.findApprovers(ctx, a)
 	if err != nil {
-		return a, fmt.Errorf("withdraw approval %s: %w", a.ID, err)
+		return Result{Approval: a}, fmt.Errorf("withdraw approval %s: %w", a.ID, err)
 	}
 	notices := func(a store.Approval) []store.OutboxMessage {
 		return []store.OutboxMessage{notice(a.Requester, i18n.Message{Key: "APPROVAL_WITHDRAWN", Args: []string{"tool", a.Tool}})}
 	}
 	done, err := s.st.CancelApproval(ctx, a.ID, a.Requester, s.now(), notices)
 	if err != nil {
-		return done, fmt.Errorf("withdraw approval %s: %w", a.ID, err)
+		return Result{Approval: done}, fmt.Errorf("withdraw approval %s: %w", a.ID, err)
 	}
 	s.log.InfoContext(ctx, "approval request withdrawn: its tool is gone", slog.String("id", a.ID),
 		slog.String("server", a.Server), slog.String("tool", a.Tool), slog.String("approver", approver.Identity))
 	s.kickAll(notices(done))
-	s.badge(ctx, append([]string{a.Requester, approver.Identity}, approvers...))
-	return done, fmt.Errorf("decide approval %s: %w", a.ID, ErrToolGone)
+	return Result{Approval: done, Badges: badges(a.Requester, append([]string{approver.Identity}, approvers...))},
+		fmt.Errorf("decide approval %s: %w", a.ID, ErrToolGone)
 }
 
 // lease is how long an execution claim lasts: the server's call timeout (after which the call
@@ -349,71 +355,66 @@ func (s *Service) lease(a store.Approval) time.Duration {
 }
 
 // execute runs an approved call whose execution this process claimed: the requester's access
-// is decided again from their latest session, then the tool runs and the outcome is recorded
-// and told to the requester.
-func (s *Service) execute(ctx context.Context, a store.Approval, approver string) store.Approval {
+// is decided again from their latest session, then the tool runs and the outcome is recorded,
+// with the call's audit row and the requester's notice, in one transaction. It returns the
+// request and the audit row as stored (nil when the outcome was not recorded).
+func (s *Service) execute(ctx context.Context, a store.Approval, approver string) (store.Approval, *store.AuditRecord) {
 	caller, ok, err := s.requester(ctx, a.Requester)
 	if err != nil {
 		// Not run: the claim runs out and the sweeper reports the execution interrupted.
 		s.log.ErrorContext(ctx, "approved call not run: the requester's roles cannot be read", slog.String("id", a.ID), slog.Any("err", err))
-		return a
+		return a, nil
 	}
+	var row store.AuditRecord
 	c := toolcall.Call{Caller: caller, Server: a.Server, Tool: a.Tool, Arguments: a.Arguments, Fingerprint: a.Fingerprint,
-		ApprovalID: a.ID, Audit: s.audit}
+		ApprovalID: a.ID, Audit: func(_ context.Context, r store.AuditRecord) { row = r }}
 	if !ok {
 		c.Caller, c.Refused = rbac.Caller{Identity: a.Requester, Authenticated: true}, "the requester's roles are unknown"
 	}
 	out, _ := s.cur.Load().calls.Run(ctx, c) // no Begin: the execution's claim was taken in the store
-	if out.Denied() {
-		done, err := s.finish(ctx, a, store.ExecFailed, nil, out.Row.Error,
-			notice(a.Requester, i18n.Message{Key: "APPROVAL_REVOKED", Args: []string{"tool", a.Tool}}))
-		if err != nil {
-			s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", err))
-			return a
-		}
-		s.kick(a.Requester)
-		return done
-	}
-	res := out.Result
-	exec, result, errText := store.ExecDone, []byte(res.Text), ""
+	e := store.Execution{State: store.ExecDone, Result: []byte(out.Result.Text), Audit: &row}
+	m := i18n.Message{Key: "APPROVAL_APPROVED_RESULT", Args: []string{"tool", a.Tool, "approver", approver, "result", out.Result.Text}}
 	switch {
+	case out.Denied():
+		e.State, e.Result, e.Error = store.ExecFailed, nil, out.Row.Error
+		m = i18n.Message{Key: "APPROVAL_REVOKED", Args: []string{"tool", a.Tool}}
 	case out.Err != nil:
 		// The requester and the stored request get the kind of failure; the log has the detail.
 		s.log.WarnContext(ctx, "approved call failed", slog.String("id", a.ID), slog.Any("err", out.Err))
-		exec, result, errText = store.ExecFailed, nil, out.Row.Error
-	case res.IsError:
-		exec, errText = store.ExecFailed, res.Text
+		e.State, e.Result, e.Error = store.ExecFailed, nil, out.Row.Error
+	case out.Result.IsError:
+		e.State, e.Error = store.ExecFailed, out.Result.Text
 	}
-	m := i18n.Message{Key: "APPROVAL_APPROVED_RESULT", Args: []string{"tool", a.Tool, "approver", approver, "result", res.Text}}
-	if exec != store.ExecDone {
-		m = i18n.Message{Key: "APPROVAL_APPROVED_FAILED", Args: []string{"tool", a.Tool, "approver", approver, "error", errText}}
+	if e.State != store.ExecDone && !out.Denied() {
+		m = i18n.Message{Key: "APPROVAL_APPROVED_FAILED", Args: []string{"tool", a.Tool, "approver", approver, "error", e.Error}}
 	}
-	done, ferr := s.finish(ctx, a, exec, result, errText, notice(a.Requester, m))
-	if ferr != nil {
-		s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", ferr))
-		return a
+	e.Notices = []store.OutboxMessage{notice(a.Requester, m)}
+	done, stored, err := s.finish(ctx, a, e)
+	if err != nil {
+		s.log.ErrorContext(ctx, "approval outcome not recorded", slog.String("id", a.ID), slog.Any("err", err))
+		return a, nil
 	}
 	s.kick(a.Requester)
-	s.offerReceipt(ctx, done)
-	return done
+	s.offerReceipt(ctx, done, stored)
+	return done, &stored
 }
 
-// finish records the outcome of a's execution with the requester's notice, retrying while the
-// store is unavailable (a database restart) as long as the execution's claim lasts: after it, the
-// sweeper reports the execution interrupted instead.
-func (s *Service) finish(ctx context.Context, a store.Approval, exec string, result []byte, errText string, n store.OutboxMessage) (store.Approval, error) {
+// finish records the outcome of a's execution, retrying while the store is unavailable (a
+// database restart) as long as the execution's claim lasts: after it, the sweeper reports the
+// execution interrupted instead.
+func (s *Service) finish(ctx context.Context, a store.Approval, e store.Execution) (store.Approval, store.AuditRecord, error) {
 	delay := 50 * time.Millisecond
 	for {
-		done, err := s.st.FinishExecution(ctx, a.ID, exec, result, errText, n)
+		done, row, err := s.st.FinishExecution(ctx, a.ID, e)
 		if err == nil || !errors.Is(err, store.ErrUnavailable) || !s.now().Add(delay).Before(a.ExecUntil) {
-			return done, err
+			return done, row, err
 		}
 		s.log.WarnContext(ctx, "approval outcome: store unavailable; retrying", slog.String("id", a.ID), slog.Duration("in", delay))
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return done, errors.Join(err, ctx.Err())
+			return done, store.AuditRecord{}, errors.Join(err, ctx.Err())
 		case <-t.C:
 		}
 		delay = min(2*delay, time.Second)
@@ -447,14 +448,14 @@ func (s *Service) requester(ctx context.Context, identity string) (rbac.Caller, 
 }
 
 // cancel is Cancel, unobserved.
-func (s *Service) cancel(ctx context.Context, requester, id string) (store.Approval, error) {
+func (s *Service) cancel(ctx context.Context, requester, id string) (Result, error) {
 	a, err := s.st.GetApproval(ctx, id)
 	if err != nil {
-		return a, fmt.Errorf("cancel approval %s: %w", id, err)
+		return Result{Approval: a}, fmt.Errorf("cancel approval %s: %w", id, err)
 	}
 	approvers, err := s.findApprovers(ctx, a)
 	if err != nil {
-		return a, fmt.Errorf("cancel approval %s: %w", id, err)
+		return Result{Approval: a}, fmt.Errorf("cancel approval %s: %w", id, err)
 	}
 	notices := func(a store.Approval) []store.OutboxMessage {
 		ms := make([]store.OutboxMessage, 0, len(approvers))
@@ -465,11 +466,10 @@ func (s *Service) cancel(ctx context.Context, requester, id string) (store.Appro
 	}
 	a, err = s.st.CancelApproval(ctx, id, requester, s.now(), notices)
 	if err != nil {
-		return a, fmt.Errorf("cancel approval %s: %w", id, err)
+		return Result{Approval: a}, fmt.Errorf("cancel approval %s: %w", id, err)
 	}
 	s.kickAll(notices(a))
-	s.badge(ctx, append([]string{a.Requester}, approvers...))
-	return a, nil
+	return Result{Approval: a, Badges: badges(a.Requester, approvers)}, nil
 }
 
 // Mine lists requester's pending requests.
@@ -501,12 +501,16 @@ func (s *Service) Counts(ctx context.Context, c rbac.Caller) (mine, decidable in
 
 // Run sweeps until ctx ends: pending requests past their expiry become EXPIRED (the requester
 // is told), and executions whose claim ran out without an outcome become interrupted (the
-// requester is told; they never run again). Any number of processes may run it.
-func (s *Service) Run(ctx context.Context) error {
+// requester is told; they never run again). After each sweep's commit, refresh is given the
+// identities whose badge counts it changed (when there are any). Any number of processes may
+// run it.
+func (s *Service) Run(ctx context.Context, refresh func(ctx context.Context, identities []string)) error {
 	tick := time.NewTicker(s.every)
 	defer tick.Stop()
 	for {
-		s.Sweep(ctx)
+		if ids := s.Sweep(ctx); len(ids) > 0 && refresh != nil {
+			refresh(ctx, ids)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -515,8 +519,10 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
-// Sweep does one round of Run's work. Each sweep's notices commit with its transitions.
-func (s *Service) Sweep(ctx context.Context) {
+// Sweep does one round of Run's work and returns the identities whose badge counts it changed
+// (the requesters and approvers of the expired requests). Each sweep's notices commit with its
+// transitions.
+func (s *Service) Sweep(ctx context.Context) (badgesChanged []string) {
 	now := s.now()
 	expiredNotice := func(a store.Approval) []store.OutboxMessage {
 		return []store.OutboxMessage{notice(a.Requester, i18n.Message{Key: "APPROVAL_EXPIRED", Args: []string{"tool", a.Tool}})}
@@ -528,7 +534,7 @@ func (s *Service) Sweep(ctx context.Context) {
 	for _, a := range expired {
 		s.log.InfoContext(ctx, "approval expired", slog.String("id", a.ID))
 		s.kickAll(expiredNotice(a))
-		s.badge(ctx, append([]string{a.Requester}, s.approvers(ctx, a)...))
+		badgesChanged = append(badgesChanged, badges(a.Requester, s.approvers(ctx, a))...)
 	}
 	interruptedNotice := func(a store.Approval) []store.OutboxMessage {
 		return []store.OutboxMessage{notice(a.Requester, i18n.Message{Key: "APPROVAL_INTERRUPTED", Args: []string{"tool", a.Tool}})}
@@ -541,6 +547,15 @@ func (s *Service) Sweep(ctx context.Context) {
 		s.log.WarnContext(ctx, "approved execution interrupted; it will not run again", slog.String("id", a.ID))
 		s.kickAll(interruptedNotice(a))
 	}
+	return slices.Compact(slices.Sorted(slices.Values(badgesChanged)))
+}
+
+// badges are the identities whose badges a step on requester's request changed: the requester
+// and others, each once.
+func badges(requester string, others []string) []string {
+	ids := append([]string{requester}, others...)
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // notice is the outbox message carrying m to identity.
@@ -553,12 +568,6 @@ func notice(identity string, m i18n.Message) store.OutboxMessage {
 func (s *Service) kickAll(ms []store.OutboxMessage) {
 	for _, m := range ms {
 		s.kick(m.Identity)
-	}
-}
-
-func (s *Service) audit(ctx context.Context, r store.AuditRecord) {
-	if _, err := s.st.AppendAudit(ctx, r); err != nil {
-		s.log.ErrorContext(ctx, "audit row not written", slog.String("approval", r.ApprovalID), slog.Any("err", err))
 	}
 }
 

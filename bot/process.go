@@ -250,6 +250,7 @@ func (h *handling) committed(now, at time.Time) *store.Session {
 // back). A new worker means the connection was idle, or the bot restarted.
 func (b *Bot) deliverReplies(ctx context.Context, w *worker, h *handling) {
 	b.deliverOut(ctx, w, h.fx.Out, h.ids)
+	b.refreshBadges(ctx, h.fx.Badges)
 	cur, before := h.cur, h.before
 	if cur.Authenticated && (!before.Authenticated || before.Identity != cur.Identity || h.it.kind == channel.KindConnectionReady ||
 		h.announce || w.fresh || b.waiting(cur.Identity)) {

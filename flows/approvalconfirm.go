@@ -57,8 +57,9 @@ func (t *turn) confirmChosen(ctx context.Context, c *approvalConfirm, value stri
 		return t.say(ctx, out.Text)
 	}
 	// The id comes from the event: handling it again (after a crash) finds the same request.
-	_, err := t.e.appr.Submit(ctx, approvals.Request{ID: derivedID(t.eventID, "approval"), Caller: t.caller(), Conn: t.conn, Lang: t.lang(),
+	res, err := t.e.appr.Submit(ctx, approvals.Request{ID: derivedID(t.eventID, "approval"), Caller: t.caller(), Conn: t.conn, Lang: t.lang(),
 		Server: c.Server, Tool: c.Tool, Arguments: args, Policy: d.Policy})
+	t.badges(res)
 	if err != nil {
 		return fmt.Errorf("submit approval request: %w", err)
 	}

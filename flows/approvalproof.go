@@ -34,7 +34,7 @@ func (*approvalProof) kind() string { return kindApprovalProof }
 // without it, every approval goes through Decide.
 type proofDecider interface {
 	AskProof(ctx context.Context, approver rbac.Caller, id string) (store.Approval, approvals.ProofTicket, bool, error)
-	DecideProved(ctx context.Context, approver rbac.Caller, t approvals.ProofTicket, p approvals.Presented) (store.Approval, error)
+	DecideProved(ctx context.Context, approver rbac.Caller, t approvals.ProofTicket, p approvals.Presented) (approvals.Result, error)
 }
 
 var _ proofDecider = (*approvals.Service)(nil)
@@ -88,8 +88,10 @@ func (t *turn) approvalPresentation(ctx context.Context, d *approvalProof, p cha
 	identity, roles := t.e.claimed(p.Claims)
 	// The approved call runs now: what its server asks goes to this approver.
 	cctx, stop := t.callContext(ctx)
-	a, err := pd.DecideProved(cctx, t.caller(), d.Ticket, approvals.Presented{Identity: identity, Roles: roles, Digest: p.Digest})
+	res, err := pd.DecideProved(cctx, t.caller(), d.Ticket, approvals.Presented{Identity: identity, Roles: roles, Digest: p.Digest})
 	stop()
+	t.badges(res)
+	a := res.Approval
 	switch {
 	case errors.Is(err, approvals.ErrProofLate):
 		return t.sayKey(ctx, "APPROVAL_PROOF_LATE", "tool", d.Tool, "maxAge", d.Ticket.MaxAge.String())

@@ -74,6 +74,16 @@ func (t *turn) approvalError(ctx context.Context, a store.Approval, err error) e
 	return err
 }
 
+// badges records whose badge counts an approval step changed (r.Badges): this event's menu
+// counts them again now, and the bot refreshes the others' menus after the commit.
+func (t *turn) badges(r approvals.Result) {
+	if len(r.Badges) == 0 {
+		return
+	}
+	t.e.InvalidateCounts(r.Badges)
+	t.fx.Badges = append(t.fx.Badges, r.Badges...)
+}
+
 func approvesOf(a store.Approval) int {
 	n := 0
 	for _, v := range a.Votes {

@@ -2,6 +2,7 @@ package flows
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -215,7 +216,7 @@ func submit(t *testing.T, f *fixture, id, requester string) store.Approval {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a
+	return a.Approval
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -236,4 +237,56 @@ func (f *fixture) run0() *turn { return &turn{e: f.e, conn: "conn-1", s: &f.s, f
 
 func approvalsMessage() i18n.Message {
 	return i18n.Message{Key: "APPROVAL_EXPIRED", Args: []string{"tool", "x"}}
+}
+
+// TestBadgeEffects: the badges an approval step changed are effects of its event (the bot
+// refreshes those menus after the commit), and this event's own menu counts again at once.
+func TestBadgeEffects(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	f.login("fm@acme.corp", "finance-manager")
+	anaRequests(t, f)
+	f.do(channel.MenuSelected{Conn: "conn-1", OptionID: "pending-approvals"})
+	f.answer(f.options()[0])
+	if m := f.e.Menu(t.Context(), f.s); !strings.Contains(menuTitles(m), "(2)") {
+		t.Fatalf("menu before the decision %q", menuTitles(m))
+	}
+	q := f.e.dialogOf(f.s).open()
+	fx, err := f.handle(channel.QuestionAnswered{Conn: "conn-1", QuestionID: q.ID, Response: f.tr("APPROVE")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(fx.Badges, []string{"ana@acme.corp", "fm@acme.corp"}) {
+		t.Fatalf("badges %q, want the requester's and the approver's", fx.Badges)
+	}
+	if m := f.e.Menu(t.Context(), f.s); !strings.Contains(menuTitles(m), "(1)") {
+		t.Fatalf("menu after the decision %q: the cached count was kept", menuTitles(m))
+	}
+	// A refused step changes nobody's badges.
+	f.do(channel.MenuSelected{Conn: "conn-1", OptionID: "my-approval-requests"})
+	fx, err = f.handle(channel.MenuSelected{Conn: "conn-1", OptionID: "pending-approvals"})
+	if err != nil || len(fx.Badges) != 0 {
+		t.Fatalf("listing: badges %q, %v", fx.Badges, err)
+	}
+}
+
+func menuTitles(m channel.Menu) string {
+	var ts []string
+	for _, o := range m.Options {
+		ts = append(ts, o.Title)
+	}
+	return strings.Join(ts, " | ")
+}
+
+// TestStaleBadgeOnSelect: an approver whose cached count is stale (a request made on another
+// replica, whose refresh is still on its way) and who opens the pending approvals from its
+// notice gets the list: the count is read again before the item is refused.
+func TestStaleBadgeOnSelect(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	f.login("fm@acme.corp", "finance-manager")
+	if m := f.e.Menu(t.Context(), f.s); strings.Contains(menuIDs(m), "pending-approvals") {
+		t.Fatalf("menu before any request: %s", menuIDs(m))
+	}
+	anaRequests(t, f) // behind this engine's back: its cache still counts none
+	f.want(f.do(channel.MenuSelected{Conn: "conn-1", OptionID: "pending-approvals"}), key("PENDING_TITLE"))
+	f.want(f.do(channel.MenuSelected{Conn: "conn-1", OptionID: "my-approval-requests"}), key("UNKNOWN_MENU_OPTION"))
 }

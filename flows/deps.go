@@ -45,16 +45,18 @@ type Tools interface {
 	UserConfigAvailable() bool
 }
 
-// Approvals runs approval requests ([approvals.Service] implements it).
+// Approvals runs approval requests ([approvals.Service] implements it). Submit, Cancel and
+// Decide return, with the request, whose badges they changed: the flows return them as
+// [Effects].Badges.
 type Approvals interface {
-	Submit(ctx context.Context, r approvals.Request) (store.Approval, error)
+	Submit(ctx context.Context, r approvals.Request) (approvals.Result, error)
 	// Mine lists requester's pending requests; Decidable those c may decide.
 	Mine(ctx context.Context, requester string) ([]store.Approval, error)
 	Decidable(ctx context.Context, c rbac.Caller) ([]store.Approval, error)
 	Get(ctx context.Context, id string) (store.Approval, error)
-	Cancel(ctx context.Context, requester, id string) (store.Approval, error)
+	Cancel(ctx context.Context, requester, id string) (approvals.Result, error)
 	// Decide records a vote; one that reaches the quorum runs the call before it returns.
-	Decide(ctx context.Context, approver rbac.Caller, id string, approve bool) (store.Approval, error)
+	Decide(ctx context.Context, approver rbac.Caller, id string, approve bool) (approvals.Result, error)
 	// Summary is a request's argument summary for its approvers.
 	Summary(a store.Approval) string
 	// Counts are c's badge counts.

@@ -25,6 +25,9 @@ type Effects struct {
 	ClearMemory []string
 	// Audit rows of the tool calls the event made or refused.
 	Audit []store.AuditRecord
+	// Badges are the identities whose badge counts an approval step of the event changed: the
+	// bot refreshes their menus once the event is committed.
+	Badges []string
 	// DeleteSession: the connection is gone; its session goes with the event.
 	DeleteSession bool
 }

@@ -278,7 +278,7 @@ type fakeApprovals struct {
 
 func newFakeApprovals() *fakeApprovals { return &fakeApprovals{byID: map[string]store.Approval{}} }
 
-func (f *fakeApprovals) Submit(_ context.Context, r approvals.Request) (store.Approval, error) {
+func (f *fakeApprovals) submit(r approvals.Request) (store.Approval, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.submitErr != nil {
@@ -332,7 +332,7 @@ func (f *fakeApprovals) Get(_ context.Context, id string) (store.Approval, error
 	return a, nil
 }
 
-func (f *fakeApprovals) Cancel(_ context.Context, requester, id string) (store.Approval, error) {
+func (f *fakeApprovals) cancel(requester, id string) (store.Approval, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	a, ok := f.byID[id]
@@ -347,7 +347,7 @@ func (f *fakeApprovals) Cancel(_ context.Context, requester, id string) (store.A
 	return a, nil
 }
 
-func (f *fakeApprovals) Decide(ctx context.Context, c rbac.Caller, id string, approve bool) (store.Approval, error) {
+func (f *fakeApprovals) decide(ctx context.Context, c rbac.Caller, id string, approve bool) (store.Approval, error) {
 	f.mu.Lock()
 	a, ok := f.byID[id]
 	switch {
@@ -388,6 +388,30 @@ func (f *fakeApprovals) Decide(ctx context.Context, c rbac.Caller, id string, ap
 		run(ctx, a)
 	}
 	return a, nil
+}
+
+// Submit, Cancel and Decide say that the requester's badges and the caller's changed when they
+// changed something.
+func (f *fakeApprovals) Submit(_ context.Context, r approvals.Request) (approvals.Result, error) {
+	a, err := f.submit(r)
+	return result(a, err, a.Requester), err
+}
+
+func (f *fakeApprovals) Cancel(_ context.Context, requester, id string) (approvals.Result, error) {
+	a, err := f.cancel(requester, id)
+	return result(a, err, requester), err
+}
+
+func (f *fakeApprovals) Decide(ctx context.Context, c rbac.Caller, id string, approve bool) (approvals.Result, error) {
+	a, err := f.decide(ctx, c, id, approve)
+	return result(a, err, a.Requester, c.Identity), err
+}
+
+func result(a store.Approval, err error, changed ...string) approvals.Result {
+	if err != nil {
+		return approvals.Result{Approval: a}
+	}
+	return approvals.Result{Approval: a, Badges: changed}
 }
 
 func (f *fakeApprovals) Summary(a store.Approval) string { return "summary of " + string(a.Arguments) }

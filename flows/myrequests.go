@@ -56,7 +56,9 @@ func (t *turn) cancelChosen(ctx context.Context, r *myRequest, value string) err
 	if value != choiceCancel {
 		return t.myRequests(ctx)
 	}
-	a, err := t.e.appr.Cancel(ctx, t.s.Identity, r.ID)
+	res, err := t.e.appr.Cancel(ctx, t.s.Identity, r.ID)
+	t.badges(res)
+	a := res.Approval
 	if err != nil {
 		return t.approvalError(ctx, a, err)
 	}

@@ -65,8 +65,10 @@ func (t *turn) decisionChosen(ctx context.Context, r *pendingRequest, value stri
 	}
 	// The approved call runs now: what its server asks goes to this approver.
 	cctx, stop := t.callContext(ctx)
-	a, err := t.e.appr.Decide(cctx, t.caller(), r.ID, value == choiceApprove)
+	res, err := t.e.appr.Decide(cctx, t.caller(), r.ID, value == choiceApprove)
 	stop()
+	t.badges(res)
+	a := res.Approval
 	if err != nil {
 		return t.approvalError(ctx, a, err)
 	}

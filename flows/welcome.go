@@ -6,6 +6,7 @@ import (
 
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/menu"
+	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/store"
 )
 
@@ -59,7 +60,7 @@ func (t *turn) menuSelected(ctx context.Context, ev channel.MenuSelected) error 
 		return t.sayKey(ctx, "NO_RUNNING_CALL") // the call it was for has ended
 	}
 	item, ok := t.e.menu.Item(ev.OptionID)
-	if !ok || !t.e.menu.Visible(item, t.menuState(ctx)) {
+	if !ok || !t.visible(ctx, item) {
 		return t.sayKey(ctx, "UNKNOWN_MENU_OPTION")
 	}
 	switch item.Action {
@@ -80,6 +81,21 @@ func (t *turn) menuSelected(ctx context.Context, ev channel.MenuSelected) error 
 		return t.listPrompts(ctx)
 	}
 	return t.sayKey(ctx, "UNKNOWN_MENU_OPTION") // a custom action has no handler
+}
+
+// visible reports whether item is in the user's menu now. An approval list hidden by a cached
+// badge count of none is counted again first: the count may be stale (a request made on another
+// replica, whose menu refresh is still on its way after that event's commit) while the user
+// already opens the list from its notice.
+func (t *turn) visible(ctx context.Context, item packs.MenuItem) bool {
+	if t.e.menu.Visible(item, t.menuState(ctx)) {
+		return true
+	}
+	if item.Action != menu.ActionMyApprovalRequests && item.Action != menu.ActionPendingApprovals || !t.s.Authenticated {
+		return false
+	}
+	t.e.InvalidateCounts([]string{t.s.Identity})
+	return t.e.menu.Visible(item, t.menuState(ctx))
 }
 
 func (t *turn) menuState(ctx context.Context) menu.State {

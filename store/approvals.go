@@ -88,6 +88,20 @@ type Approval struct {
 	Error     string    // why the execution failed, when Exec is ExecFailed
 }
 
+// Execution is the outcome of a claimed execution, recorded by [Approvals.FinishExecution].
+type Execution struct {
+	State  string // ExecDone or ExecFailed
+	Result []byte // the tool's answer, when State is ExecDone
+	Error  string // why the execution failed, when State is ExecFailed
+	// Audit is the execution's audit row (nil: none), committed with the outcome.
+	Audit *AuditRecord
+	// Notices are put in the outbox with the outcome.
+	Notices []OutboxMessage
+}
+
+// AuditInterrupted is the Error of the audit row of an execution whose runner vanished.
+const AuditInterrupted = "interrupted: may or may not have run"
+
 // ApprovalQuery selects approvals; empty fields match everything. Results are ordered by
 // CreatedAt then ID, oldest first.
 type ApprovalQuery struct {
@@ -108,7 +122,10 @@ type ApprovalQuery struct {
 // Approvals stores approval requests. Every transition is one conditional update in one
 // transaction, so that concurrent approvers, cancels and expiries (in this process or another)
 // resolve a request exactly once: the caller told it happened is the only one, and every other
-// is told [ErrAlreadyResolved] (a sweeper: not given the request). All methods are safe for
+// is told [ErrAlreadyResolved] (a sweeper: not given the request). Every transition writes its
+// audit record ([AuditRecord] with an Event: created, voted, cancelled, expired; the
+// execution's and an interrupted execution's tool-call rows) in its transaction; a refused
+// one writes none. All methods are safe for
 // concurrent use by many goroutines and processes sharing the database. Times are stored to
 // the millisecond; a zero time argument (v.At, at, now) means the store's clock.
 type Approvals interface {
@@ -145,15 +162,20 @@ type Approvals interface {
 	// not nil, is called for each expired request inside the transaction (pure), and its
 	// messages are put in the outbox in the same transaction.
 	ExpireApprovals(ctx context.Context, now time.Time, limit int, notices func(Approval) []OutboxMessage) ([]Approval, error)
-	// FinishExecution records the outcome of a claimed execution: exec is ExecDone (result) or
-	// ExecFailed (errText). ErrAlreadyResolved when the execution is not ExecClaimed (it was
-	// never claimed, is finished already, or was marked interrupted); an outcome that arrives
-	// after ExecUntil but before the sweeper is still recorded. Any other exec is refused.
-	// notices are put in the outbox in the same transaction (a crash keeps both or neither).
-	FinishExecution(ctx context.Context, id, exec string, result []byte, errText string, notices ...OutboxMessage) (Approval, error)
+	// FinishExecution records the outcome of a claimed execution (e.State is ExecDone, with
+	// e.Result, or ExecFailed, with e.Error) and, in the same transaction, the execution's audit
+	// row e.Audit (its ApprovalID set to id) and e.Notices: a crash keeps all of them or none.
+	// It returns the request and the audit row as stored (ID and chain set; zero without
+	// e.Audit). ErrAlreadyResolved when the execution is not ExecClaimed (it was never claimed,
+	// is finished already, or was marked interrupted): nothing is written then. An outcome that
+	// arrives after ExecUntil but before the sweeper is still recorded. Any other state is
+	// refused.
+	FinishExecution(ctx context.Context, id string, e Execution) (Approval, AuditRecord, error)
 	// InterruptExecutions marks ExecInterrupted up to limit (<= 0: all) claimed executions
 	// whose lease ended (ExecUntil <= now) and returns them ordered by CreatedAt then ID;
-	// concurrent callers never return the same row. notices as in ExpireApprovals.
+	// concurrent callers never return the same row. Each interrupted execution gets its audit
+	// row (decision approval, outcome failed: it may or may not have run) in the same
+	// transaction. notices as in ExpireApprovals.
 	InterruptExecutions(ctx context.Context, now time.Time, limit int, notices func(Approval) []OutboxMessage) ([]Approval, error)
 	// ListApprovals returns the matching requests with their votes (see ApprovalQuery), as of
 	// one instant.

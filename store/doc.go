@@ -1,6 +1,6 @@
 // Package store is packbot's persistence contract: the value types that outlive a process
 // (sessions, the DIDComm agent's tagged records, sealed per-user credentials, the outbox,
-// conversation memory, audit rows), the sentinel errors callers test with [errors.Is], and the
+// conversation memory, the hash-chained audit), the sentinel errors callers test with [errors.Is], and the
 // [Store] interface composed of one small interface per aggregate.
 //
 // It does not talk to a database itself: store/sqlstore implements the contract on PostgreSQL

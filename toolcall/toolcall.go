@@ -2,6 +2,8 @@ package toolcall
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -167,6 +169,10 @@ func (r *Runner) Run(ctx context.Context, c Call) (Outcome, error) {
 		row.Outcome, row.Error = store.OutcomeFailed, "tool reported an error"
 	default:
 		row.Outcome = store.OutcomeExecuted
+	}
+	if out.Err == nil {
+		sum := sha256.Sum256([]byte(out.Result.Text))
+		row.ResultFingerprint = hex.EncodeToString(sum[:])
 	}
 	return r.done(ctx, c, out, row), nil
 }

@@ -245,7 +245,9 @@ func (r *runner) step(ctx context.Context, st Step) error {
 		return r.w.remove(ctx, st.Tool, st.Text)
 	case Clock:
 		r.w.Offset.Add(int64(st.Advance))
-		r.w.appr.Sweep(ctx)
+		if ids := r.w.appr.Sweep(ctx); len(ids) > 0 {
+			r.w.Bot.RefreshMenus(ctx, ids)
+		}
 	case Audit:
 		rows, err := r.w.st.ListAudit(ctx, store.AuditQuery{Identity: st.Text, Tool: st.Tool, Limit: 1})
 		if err != nil {

@@ -109,9 +109,8 @@ func New(t testing.TB, o Options) *World {
 	w.Pool, err = mcp.New(pcfg)
 	fatal(t, "open the MCP pool", err)
 	acfg := approvals.Config{Store: o.Store, Pack: w.Pack, MCP: w.Pool, Logger: log, Receipts: o.Receipts,
-		Now:           func() time.Time { return time.Now().Add(time.Duration(w.Offset.Load())) },
-		Kick:          func(id string) { w.Bot.Kick(id) },
-		BadgesChanged: func(ctx context.Context, ids []string) { w.Bot.RefreshMenus(ctx, ids) }}
+		Now:  func() time.Time { return time.Now().Add(time.Duration(w.Offset.Load())) },
+		Kick: func(id string) { w.Bot.Kick(id) }}
 	if o.Telemetry != nil {
 		acfg.Observer = o.Telemetry
 	}

@@ -18,15 +18,15 @@ import (
 	"github.com/packbot/packbot/store/secret"
 )
 
-// newApprovals builds the approvals service of pack p, whose notices and badge changes go to
-// bot b, and whose receipts receipts signs.
+// newApprovals builds the approvals service of pack p, whose notices go to bot b (its sweeper's
+// badge changes too: see serve), and whose receipts receipts signs.
 func newApprovals(a *app, p *packs.Pack, st store.Store, pool *mcp.Pool, b *bot.Bot, receipts approvals.ReceiptSigner) (*approvals.Service, error) {
 	sweepEvery, err := durationEnv(a, "PACKBOT_APPROVAL_SWEEP", 15*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	acfg := approvals.Config{Store: st, Pack: p, MCP: pool, Logger: a.logger, Kick: b.Kick,
-		BadgesChanged: b.RefreshMenus, SweepEvery: sweepEvery, Receipts: receipts}
+	acfg := approvals.Config{Store: st, Pack: p, MCP: pool, Logger: a.logger, Kick: b.Kick, SweepEvery: sweepEvery,
+		Receipts: receipts}
 	if a.tel != nil {
 		acfg.Observer = a.tel
 	}

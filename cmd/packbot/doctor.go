@@ -41,6 +41,7 @@ check: "ok", "warn" or "FAIL", what was checked, and for a problem the fix.
   pack     the agent pack loads and validates
   store    the store is reachable and migrated (opening it applies pending migrations, as serve does)
   keys     MCP_CONFIG_ENCRYPTION_KEY (and the old keys) parse, and open every sealed credential
+  audit    the audit's last records and checkpoints verify (packbot audit verify; a problem warns)
   llm      the pack's language model answers a one-word prompt
   mcp      each enabled admin-controlled MCP server passes the smoke test (initialize, list tools)
   public   PACKBOT_PUBLIC_URL answers HTTP from this machine
@@ -100,6 +101,7 @@ func runDoctor(ctx context.Context, a *app, o doctorOptions) error {
 	kr, keyErr := secret.KeyringFromEnv(a.env)
 	st := d.checkStore(ctx, a, o)
 	d.checkKeys(ctx, st, kr, keyErr)
+	d.checkAudit(ctx, st, o)
 	if st != nil {
 		_ = st.Close() // read-only use; a close error says nothing about the deployment
 	}

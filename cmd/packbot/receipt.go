@@ -15,23 +15,26 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/packbot/packbot/approvals"
+	"github.com/packbot/packbot/audit"
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/didcomm/credential"
 	"github.com/packbot/packbot/store"
 )
 
-// signingKeyPurpose derives the bot's signing key (receipts) from its DIDComm master key, so
-// that replicas sharing PACKBOT_DIDCOMM_KEY sign as one bot, and the key is never stored.
-const signingKeyPurpose = "bot signing key"
-
-// receiptSigner is the signer of serve's receipts: the bot's signing key, derived from the
-// DIDComm master key (PACKBOT_DIDCOMM_KEY, else the data folder's key file, made on first use).
+// receiptSigner is the signer of serve's receipts: the bot's signing key, the one that signs
+// the audit's checkpoints (audit.KeyFromMaster), derived from the DIDComm master key
+// (PACKBOT_DIDCOMM_KEY, else the data folder's key file, made on first use), so that replicas
+// sharing PACKBOT_DIDCOMM_KEY sign as one bot, and the key is never stored.
 func receiptSigner(a *app, dataDir, storeKind string) (*credential.Signer, error) {
-	secret, _, err := didcommKey(a, dataDir, storeKind)
+	master, _, err := didcommKey(a, dataDir, storeKind)
 	if err != nil {
 		return nil, fmt.Errorf("receipts' signing key: %w", err)
 	}
-	k, err := credential.DeriveKey(secret, signingKeyPurpose)
+	bk, err := audit.KeyFromMaster(master)
+	if err != nil {
+		return nil, fmt.Errorf("receipts' signing key: %w", err)
+	}
+	k, err := credential.KeyFromSeed(bk.Seed())
 	if err != nil {
 		return nil, fmt.Errorf("receipts' signing key: %w", err)
 	}
@@ -212,25 +215,30 @@ func checkReceiptAudit(ctx context.Context, a *app, so storeOptions, r receipt) 
 		return err
 	}
 	defer func() { err = errors.Join(err, st.Close()) }()
-	rows, err := st.ListAudit(ctx, store.AuditQuery{Identity: r.identity, Server: r.server, Tool: r.tool, Since: r.executedAt.Add(-time.Second), Limit: 1000})
+	row, err := st.GetAudit(ctx, r.auditID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("the audit holds no record %d of %s's %s on %s: it was removed, or this is not the store of the bot that signed the receipt",
+			r.auditID, r.identity, r.tool, r.server)
+	}
 	if err != nil {
 		return fmt.Errorf("read the audit: %w", err)
 	}
-	for _, row := range rows {
-		if row.ID != r.auditID {
-			continue
-		}
-		if err := sameRecord(row, r); err != nil {
-			return fmt.Errorf("audit record %d was changed after the receipt was signed: %w", r.auditID, err)
-		}
-		if err := verifyAuditRecordChain(ctx, st, row); err != nil {
-			return fmt.Errorf("audit record %d: %w", r.auditID, err)
-		}
-		fmt.Fprintf(a.stdout, "audit: record %d holds this call, unchanged\n", r.auditID)
+	if err := sameRecord(row, r); err != nil {
+		return fmt.Errorf("audit record %d was changed after the receipt was signed: %w", r.auditID, err)
+	}
+	// Its place in the chain, and the checkpoint that covers it, signed by the bot that signed
+	// the receipt (one key signs both).
+	chk, err := audit.VerifyRecord(ctx, st, r.auditID, r.auditHash, r.st.Issuer)
+	if err != nil {
+		return fmt.Errorf("audit record %d: %w", r.auditID, err)
+	}
+	if chk.Checkpoint == 0 {
+		fmt.Fprintf(a.stdout, "audit: record %d holds this call, unchanged, in its place (no signed checkpoint covers it yet)\n", r.auditID)
 		return nil
 	}
-	return fmt.Errorf("the audit holds no record %d of %s's %s on %s: it was removed, or this is not the store of the bot that signed the receipt",
-		r.auditID, r.identity, r.tool, r.server)
+	fmt.Fprintf(a.stdout, "audit: record %d holds this call, unchanged, in its place; checkpoint %d, signed by %s, covers it\n",
+		r.auditID, chk.Checkpoint, chk.Signer)
+	return nil
 }
 
 // sameRecord compares an audit row with what a receipt says of it.
@@ -246,9 +254,3 @@ func sameRecord(row store.AuditRecord, r receipt) error {
 	}
 	return nil
 }
-
-// verifyAuditRecordChain checks rec's place in the audit's hash chain: its hash is the hash of
-// its content and its predecessor's. The audit's chain and its verification belong to the audit
-// (issue 21, items 1–2); this branch has no chain yet, so it checks nothing. The chain's
-// per-record verification is to be called here.
-func verifyAuditRecordChain(context.Context, store.Store, store.AuditRecord) error { return nil }

@@ -93,7 +93,7 @@ With no flags and no environment, 'packbot serve' runs the embedded demo pack on
 	}
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "", "log level: debug, info, warn, error (env PACKBOT_LOG_LEVEL, default info)")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "", "log format: text or json (env PACKBOT_LOG_FORMAT, default text)")
-	root.AddCommand(newServeCmd(a), newPackCmd(a), newKeysCmd(a), newCredentialCmd(a), newWalletCmd(a), newInviteCmd(a), newMCPCmd(a), newEventsCmd(a), newReceiptCmd(a), newDoctorCmd(a), newHealthCmd(a), newDevCmd(a), newVersionCmd(a))
+	root.AddCommand(newServeCmd(a), newPackCmd(a), newKeysCmd(a), newCredentialCmd(a), newWalletCmd(a), newInviteCmd(a), newMCPCmd(a), newEventsCmd(a), newAuditCmd(a), newReceiptCmd(a), newDoctorCmd(a), newHealthCmd(a), newDevCmd(a), newVersionCmd(a))
 	return root
 }
 

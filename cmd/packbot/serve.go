@@ -167,8 +167,9 @@ func (s *services) components() []component {
 		{name: "mcp pool", provision: s.openMCP, run: func(ctx context.Context) error { return s.pool.Run(ctx) },
 			stop: func(context.Context) error { s.pool.Close(); return nil }},
 		{name: "bot", provision: s.provisionBot, run: func(ctx context.Context) error { return s.bot.Run(ctx) }},
-		{name: "approvals sweeper", run: func(ctx context.Context) error { return s.approvals.Run(ctx) }},
+		{name: "approvals sweeper", run: func(ctx context.Context) error { return s.approvals.Run(ctx, s.bot.RefreshMenus) }},
 		{name: "pack watcher", run: s.watchPack},
+		s.auditCheckpoints(),
 		{name: "channel " + s.kind, run: func(ctx context.Context) error { return s.ch.Run(ctx, s.bot) }},
 	}...)
 	for _, e := range s.eps.all {

@@ -100,16 +100,25 @@ const (
 	// (see completeVotes). The vote's own insert is not visible to the join either.
 	selectUpdated = ` SELECT ` + approvalColumns + `, ` + voteColumns + ` FROM u
 	LEFT JOIN approval_votes v ON v.approval_id = u.id ORDER BY u.created_at, u.id, v.seq`
-	// qVoteApprovalPostgres also inserts the vote ($6 its proof): a duplicate fails the whole
-	// statement, the update included.
-	qVoteApprovalPostgres = `WITH u AS (` + qVoteApproval + `),
-	ins AS (INSERT INTO approval_votes (approval_id, approver, seq, decision, at, proof) SELECT id, $2, vote_count, $3, $4, $6 FROM u)` +
-		selectUpdated
+	// voteUpdated is the vote's statement on PostgreSQL up to its audit record: u counts the
+	// vote, ins inserts it ($6 its proof: a duplicate fails the whole statement, the update
+	// included), au_src is the vote's audit record (approval.voted; its outcome the status after
+	// the vote, its detail the proof's digest), which auditChainWith appends.
+	voteUpdated = `u AS (` + qVoteApproval + `),
+	ins AS (INSERT INTO approval_votes (approval_id, approver, seq, decision, at, proof) SELECT id, $2, vote_count, $3, $4, $6 FROM u),
+	au_src AS (SELECT 1 AS i, $4::bigint AS at, $2::text AS identity, ''::text AS roles, u.server, u.tool,
+		u.fingerprint AS args_fingerprint, $3::text AS decision, u.id AS approval_id, u.status AS outcome,
+		0::bigint AS latency_ns, ''::text AS error, ''::text AS result_fingerprint, '` + store.EventApprovalVoted + `'::text AS event,
+		$6::text AS detail FROM u)`
 	qCancelApprovalPostgres      = `WITH u AS (` + qCancelApproval + `)` + selectUpdated
 	qFinishExecutionPostgres     = `WITH u AS (` + qFinishExecution + `)` + selectUpdated
 	qExpireApprovalsPostgres     = `WITH ` + claimExpired + `, u AS (` + expireClaimed + `)` + selectUpdated
 	qInterruptExecutionsPostgres = `WITH ` + claimEnded + `, u AS (` + interruptClaimed + `)` + selectUpdated
 )
+
+// qVoteApprovalPostgres counts the vote, inserts it and appends its audit record in one
+// statement: a duplicate vote fails all of it.
+var qVoteApprovalPostgres = auditChainWith(voteUpdated, selectUpdated)
 
 // defaultApprovalLimit is how many requests ListApprovals returns when the query sets no limit.
 const defaultApprovalLimit = 100
@@ -154,37 +163,10 @@ func (db *DB) createApproval(ctx context.Context, a store.Approval, notices []st
 		a.RequesterName, a.RequesterConn, a.RequesterLang, roles, a.Quorum, a.AllowSelf, millis(created), millis(a.ExpiresAt)}
 	// The index needs each role once; the row keeps the list as given.
 	indexed := slices.Compact(slices.Sorted(slices.Values(a.ApproverRoles)))
-	if len(indexed) == 0 && len(notices) == 0 {
-		_, err := db.conn().exec(ctx, qCreateApproval, args...)
-		return err
-	}
+	a.CreatedAt = created
+	record := []store.AuditRecord{createdRecord(a)}
 	if db.d.name == postgres {
-		// One statement: the request, then its roles and notices reading its RETURNING, so
-		// that a duplicate id (a unique violation) fails the whole statement.
-		var q strings.Builder
-		q.WriteString(`WITH a AS (` + qCreateApproval + ` RETURNING id)`)
-		if len(indexed) > 0 {
-			q.WriteString(`, r AS (INSERT INTO approval_roles (approval_id, role) SELECT a.id, r.role FROM a, (VALUES `)
-			for i, r := range indexed {
-				if i > 0 {
-					q.WriteString(", ")
-				}
-				args = append(args, r)
-				fmt.Fprintf(&q, "($%d::text)", len(args))
-			}
-			q.WriteString(") AS r (role))")
-		}
-		if len(notices) > 0 {
-			rows, err := jsonList(outboxRows(now, notices))
-			if err != nil {
-				return err
-			}
-			args = append(args, rows)
-			fmt.Fprintf(&q, `, o AS (`+outboxInsertHead+`a, json_to_recordset($%d::json)`+outboxInsertTail+`)`, len(args))
-		}
-		q.WriteString(` SELECT 1 FROM a`)
-		_, err := db.conn().exec(ctx, q.String(), args...)
-		return err
+		return db.createApprovalPostgres(ctx, args, indexed, notices, record, now)
 	}
 	return db.tx(ctx, func(c conn) error {
 		if _, err := c.exec(ctx, qCreateApproval, args...); err != nil {
@@ -205,9 +187,62 @@ func (db *DB) createApproval(ctx context.Context, a store.Approval, notices []st
 				return err
 			}
 		}
-		_, err := enqueueAll(ctx, c, now, notices)
+		if _, err := enqueueAll(ctx, c, now, notices); err != nil {
+			return err
+		}
+		_, err := appendAudit(ctx, c, now, record)
 		return err
 	})
+}
+
+// createApprovalPostgres is createApproval in one statement: the request (args as
+// qCreateApproval's), then its roles, notices and audit record reading its RETURNING, so that a
+// duplicate id (a unique violation) fails the whole statement.
+func (db *DB) createApprovalPostgres(ctx context.Context, args []any, roles []string, notices []store.OutboxMessage, record []store.AuditRecord, now time.Time) error {
+	var q strings.Builder
+	q.WriteString(`a AS (` + qCreateApproval + ` RETURNING id)`)
+	if len(roles) > 0 {
+		q.WriteString(`, r AS (INSERT INTO approval_roles (approval_id, role) SELECT a.id, r.role FROM a, (VALUES `)
+		for i, r := range roles {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			args = append(args, r)
+			fmt.Fprintf(&q, "($%d::text)", len(args))
+		}
+		q.WriteString(") AS r (role))")
+	}
+	if len(notices) > 0 {
+		rows, err := jsonList(outboxRows(now, notices))
+		if err != nil {
+			return err
+		}
+		args = append(args, rows)
+		fmt.Fprintf(&q, `, o AS (`+outboxInsertHead+`a, json_to_recordset($%d::json)`+outboxInsertTail+`)`, len(args))
+	}
+	src, err := auditSource(stamped(now, record))
+	if err != nil {
+		return err
+	}
+	args = append(args, src)
+	q.WriteString(", " + auditJSONSource(len(args)))
+	_, err = db.conn().exec(ctx, auditChainWith(q.String(), `SELECT 1 FROM a`), args...)
+	return err
+}
+
+// createdRecord is the audit record of a's creation: who asked for which call, and the
+// request's terms.
+func createdRecord(a store.Approval) store.AuditRecord {
+	return store.AuditRecord{At: a.CreatedAt, Identity: a.Requester, Server: a.Server, Tool: a.Tool, ArgsFingerprint: a.Fingerprint,
+		ApprovalID: a.ID, Outcome: store.ApprovalPending, Event: store.EventApprovalCreated,
+		Detail: fmt.Sprintf("quorum=%d expires=%s approvers=%s self=%t", a.Quorum, a.ExpiresAt.UTC().Format("2006-01-02T15:04:05.000Z"),
+			strings.Join(a.ApproverRoles, ","), a.AllowSelf)}
+}
+
+// transitionRecord is the audit record of event on a (as it is after it), by actor.
+func transitionRecord(a store.Approval, event, actor, decision string, at time.Time) store.AuditRecord {
+	return store.AuditRecord{At: at, Identity: actor, Server: a.Server, Tool: a.Tool, ArgsFingerprint: a.Fingerprint,
+		Decision: decision, ApprovalID: a.ID, Outcome: a.Status, Event: event}
 }
 
 // GetApproval returns one request with its votes, in one statement.
@@ -260,7 +295,12 @@ func (db *DB) voteApproval(ctx context.Context, id string, v store.Vote, lease t
 		if err != nil || len(rs) == 0 {
 			return rs, err
 		}
-		_, err = c.exec(ctx, qInsertVote, id, v.Approver, rs[0].votes, v.Decision, millis(v.At), v.Proof)
+		if _, err = c.exec(ctx, qInsertVote, id, v.Approver, rs[0].votes, v.Decision, millis(v.At), v.Proof); err != nil {
+			return rs, err
+		}
+		rec := transitionRecord(rs[0].a, store.EventApprovalVoted, v.Approver, v.Decision, v.At)
+		rec.Detail = v.Proof
+		_, err = appendAudit(ctx, c, v.At, []store.AuditRecord{rec})
 		return rs, err
 	}
 	var rs []approvalRow
@@ -306,34 +346,99 @@ func (db *DB) CancelApproval(ctx context.Context, id, requester string, at time.
 	if at.IsZero() {
 		at = db.now()
 	}
-	a, err := db.updateApproval(ctx, id, requester, qCancelApproval, qCancelApprovalPostgres, notices, id, requester, millis(at))
+	then := recorded(notices, at, func(a store.Approval) store.AuditRecord {
+		return transitionRecord(a, store.EventApprovalCancelled, requester, "", at)
+	})
+	a, err := db.updateApproval(ctx, id, requester, qCancelApproval, qCancelApprovalPostgres, then, id, requester, millis(at))
 	if err != nil {
 		return store.Approval{}, fmt.Errorf("cancel approval %s by %s: %w", id, requester, err)
 	}
 	return a, nil
 }
 
-// FinishExecution records the outcome of a claimed execution in one conditional update (with
-// notices, in one transaction with them: a crash cannot keep one without the other).
-func (db *DB) FinishExecution(ctx context.Context, id, exec string, result []byte, errText string, notices ...store.OutboxMessage) (store.Approval, error) {
-	if exec != store.ExecDone && exec != store.ExecFailed {
-		return store.Approval{}, fmt.Errorf("finish execution of approval %s: state %q, want %q or %q", id, exec, store.ExecDone, store.ExecFailed)
+// FinishExecution records the outcome of a claimed execution in one conditional update, and
+// in one transaction with it the execution's audit row and the notices: a crash cannot keep one
+// without the others.
+func (db *DB) FinishExecution(ctx context.Context, id string, e store.Execution) (store.Approval, store.AuditRecord, error) {
+	if e.State != store.ExecDone && e.State != store.ExecFailed {
+		return store.Approval{}, store.AuditRecord{}, fmt.Errorf("finish execution of approval %s: state %q, want %q or %q", id, e.State, store.ExecDone, store.ExecFailed)
 	}
-	var tell func(store.Approval) []store.OutboxMessage
-	if len(notices) > 0 {
-		tell = func(store.Approval) []store.OutboxMessage { return notices }
+	var row store.AuditRecord
+	var then txStep
+	if e.Audit != nil || len(e.Notices) > 0 {
+		then = func(ctx context.Context, c conn, _ []store.Approval) error {
+			now := db.stamp()
+			if _, err := enqueueAll(ctx, c, now, e.Notices); err != nil {
+				return err
+			}
+			if e.Audit == nil {
+				return nil
+			}
+			r := *e.Audit
+			r.ApprovalID = id
+			rows, err := appendAudit(ctx, c, now, []store.AuditRecord{r})
+			if err == nil {
+				row = rows[0]
+			}
+			return err
+		}
 	}
-	a, err := db.updateApproval(ctx, id, "", qFinishExecution, qFinishExecutionPostgres, tell, id, exec, bytesArg(result), errText)
+	a, err := db.updateApproval(ctx, id, "", qFinishExecution, qFinishExecutionPostgres, then, id, e.State, bytesArg(e.Result), e.Error)
 	if err != nil {
-		return store.Approval{}, fmt.Errorf("finish execution of approval %s: %w", id, err)
+		return store.Approval{}, store.AuditRecord{}, fmt.Errorf("finish execution of approval %s: %w", id, err)
 	}
-	return a, nil
+	return a, row, nil
+}
+
+// txStep is what a conditional update of requests writes with it, in its transaction, once it
+// changed as (the changed requests, ordered by CreatedAt then ID).
+type txStep func(ctx context.Context, c conn, as []store.Approval) error
+
+// tell is the txStep that puts in the outbox what notices says of each changed request (nil:
+// none).
+func tell(notices func(store.Approval) []store.OutboxMessage) txStep {
+	if notices == nil {
+		return nil
+	}
+	return func(ctx context.Context, c conn, as []store.Approval) error {
+		var ms []store.OutboxMessage
+		for _, a := range as {
+			ms = append(ms, notices(a)...)
+		}
+		_, err := enqueueAll(ctx, c, c.db.stamp(), ms)
+		return err
+	}
+}
+
+// recorded is the txStep that puts in the outbox what notices says of each changed request
+// and appends its audit record (record of it; At defaulting to now).
+func recorded(notices func(store.Approval) []store.OutboxMessage, now time.Time, record func(store.Approval) store.AuditRecord) txStep {
+	notify := tell(notices)
+	return func(ctx context.Context, c conn, as []store.Approval) error {
+		if err := notify.run(ctx, c, as); err != nil {
+			return err
+		}
+		rows := make([]store.AuditRecord, 0, len(as))
+		for _, a := range as {
+			rows = append(rows, record(a))
+		}
+		_, err := appendAudit(ctx, c, now, rows)
+		return err
+	}
+}
+
+// run runs the step, if there is one.
+func (s txStep) run(ctx context.Context, c conn, as []store.Approval) error {
+	if s == nil {
+		return nil
+	}
+	return s(ctx, c, as)
 }
 
 // updateApproval runs the conditional update of one request (update, or pgUpdate on
-// PostgreSQL) with its notices, and tells why when it matched nothing.
-func (db *DB) updateApproval(ctx context.Context, id, requester, update, pgUpdate string, notices func(store.Approval) []store.OutboxMessage, args ...any) (store.Approval, error) {
-	rs, err := db.updateApprovals(ctx, update, pgUpdate, notices, args...)
+// PostgreSQL) with then, and tells why when it matched nothing.
+func (db *DB) updateApproval(ctx context.Context, id, requester, update, pgUpdate string, then txStep, args ...any) (store.Approval, error) {
+	rs, err := db.updateApprovals(ctx, update, pgUpdate, then, args...)
 	if err != nil {
 		return store.Approval{}, err
 	}
@@ -346,9 +451,9 @@ func (db *DB) updateApproval(ctx context.Context, id, requester, update, pgUpdat
 // updateApprovals runs a conditional update that leaves the rows it changes resolved (update,
 // or pgUpdate on PostgreSQL) and returns them with their votes. A resolved request gets no more
 // votes, so votes read after the update are exactly those the request was resolved with. When
-// notices is not nil, the update, the reads and the notices of every changed request run in one
+// then is not nil, the update, the reads and then (when some request changed) run in one
 // transaction.
-func (db *DB) updateApprovals(ctx context.Context, update, pgUpdate string, notices func(store.Approval) []store.OutboxMessage, args ...any) ([]store.Approval, error) {
+func (db *DB) updateApprovals(ctx context.Context, update, pgUpdate string, then txStep, args ...any) ([]store.Approval, error) {
 	run := func(c conn) ([]store.Approval, error) {
 		var rs []approvalRow
 		var err error
@@ -370,21 +475,16 @@ func (db *DB) updateApprovals(ctx context.Context, update, pgUpdate string, noti
 		slices.SortFunc(as, compareApprovals)
 		return as, nil
 	}
-	if notices == nil {
+	if then == nil {
 		return run(db.conn())
 	}
 	var as []store.Approval
 	err := db.tx(ctx, func(c conn) error {
 		var err error
-		if as, err = run(c); err != nil {
+		if as, err = run(c); err != nil || len(as) == 0 {
 			return err
 		}
-		var ms []store.OutboxMessage
-		for _, a := range as {
-			ms = append(ms, notices(a)...)
-		}
-		_, err = enqueueAll(ctx, c, db.stamp(), ms)
-		return err
+		return then(ctx, c, as)
 	})
 	return as, err
 }
@@ -426,7 +526,10 @@ func (db *DB) ExpireApprovals(ctx context.Context, now time.Time, limit int, not
 	if now.IsZero() {
 		now = db.now()
 	}
-	as, err := db.updateApprovals(ctx, qExpireApprovals, qExpireApprovalsPostgres, notices, millis(now), limitArg(limit))
+	then := recorded(notices, now, func(a store.Approval) store.AuditRecord {
+		return transitionRecord(a, store.EventApprovalExpired, "", "", a.ResolvedAt)
+	})
+	as, err := db.updateApprovals(ctx, qExpireApprovals, qExpireApprovalsPostgres, then, millis(now), limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("expire approvals: %w", err)
 	}
@@ -434,17 +537,25 @@ func (db *DB) ExpireApprovals(ctx context.Context, now time.Time, limit int, not
 }
 
 // InterruptExecutions marks up to limit (<= 0: every) claimed executions whose lease ended
-// interrupted in one statement (with notices, in one transaction with them), and returns them
-// ordered by CreatedAt then ID. A zero now is the store's clock.
+// interrupted in one statement and, in one transaction with it, writes their audit rows and
+// notices; it returns them ordered by CreatedAt then ID. A zero now is the store's clock.
 func (db *DB) InterruptExecutions(ctx context.Context, now time.Time, limit int, notices func(store.Approval) []store.OutboxMessage) ([]store.Approval, error) {
 	if now.IsZero() {
 		now = db.now()
 	}
-	as, err := db.updateApprovals(ctx, qInterruptExecutions, qInterruptExecutionsPostgres, notices, millis(now), limitArg(limit))
+	then := recorded(notices, now, func(a store.Approval) store.AuditRecord { return interruptedRow(a, now) })
+	as, err := db.updateApprovals(ctx, qInterruptExecutions, qInterruptExecutionsPostgres, then, millis(now), limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("interrupt executions: %w", err)
 	}
 	return as, nil
+}
+
+// interruptedRow is the audit row of a's execution, interrupted at now: it may or may not have
+// run, and it will not run again.
+func interruptedRow(a store.Approval, now time.Time) store.AuditRecord {
+	return store.AuditRecord{At: now, Identity: a.Requester, Server: a.Server, Tool: a.Tool, ArgsFingerprint: a.Fingerprint,
+		Decision: store.DecisionApproval, ApprovalID: a.ID, Outcome: store.OutcomeFailed, Error: store.AuditInterrupted}
 }
 
 // ListApprovals returns the matching requests with their votes, in one statement.

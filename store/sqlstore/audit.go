@@ -1,56 +1,393 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/packbot/packbot/store"
 )
 
+// The audit is hash-chained (migration 007): every row is appended to a lane, after the lane's
+// head, with a hash of its place and content (store.AuditHash). The one writer of rows is
+// appendAudit, whose PostgreSQL statement (auditChain) computes the chain in SQL so that it runs
+// in the statements and batches of what caused the rows — one round trip, no lock waited for:
+// each transaction takes a lane no other transaction holds (FOR UPDATE SKIP LOCKED).
+
 const (
 	auditColumns = `id, at, identity, roles, server, tool, args_fingerprint, decision, approval_id, outcome,
-	latency_ns, error`
-	qAppendAudit = `INSERT INTO audit (at, identity, roles, server, tool, args_fingerprint, decision, approval_id,
-	outcome, latency_ns, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`
-	qListAudit = `SELECT ` + auditColumns + ` FROM audit
-	WHERE ($1 = '' OR identity = $1) AND ($2 = '' OR server = $2) AND ($3 = '' OR tool = $3) AND at >= $4
-	ORDER BY at DESC, id DESC LIMIT $5`
+	latency_ns, error, result_fingerprint, event, detail, lane, seq, prev_id, prev, hash`
+
+	// auditSourceColumns are the columns of the rows a chain statement appends (its source,
+	// the CTE au_src), numbered by i from 1 in the order they are appended.
+	auditSourceColumns = `i int, at bigint, identity text, roles text, server text, tool text, args_fingerprint text,
+	decision text, approval_id text, outcome text, latency_ns bigint, error text, result_fingerprint text, event text,
+	detail text`
+	// auditDataColumns are the columns an appended row takes from its source.
+	auditDataColumns = `at, identity, roles, server, tool, args_fingerprint, decision, approval_id, outcome, latency_ns,
+	error, result_fingerprint, event, detail`
+
+	// SQLite appends in Go (appendAuditSQLite), inside its transaction, which holds the
+	// database's write lock: one lane is enough.
+	qAuditFirstLane = `SELECT lane, seq, id, hash FROM audit_lanes ORDER BY lane LIMIT 1`
+	// qAuditNextID is the id SQLite's AUTOINCREMENT would give the next row.
+	qAuditNextID     = `SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0), COALESCE((SELECT MAX(id) FROM audit), 0)) + 1`
+	qInsertAuditLink = `INSERT INTO audit (id, lane, seq, prev_id, prev, hash, ` + auditDataColumns + `)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+	qAdvanceLane = `UPDATE audit_lanes SET seq = $2, id = $3, hash = $4 WHERE lane = $1`
+
+	qGetAudit   = `SELECT ` + auditColumns + ` FROM audit WHERE id = $1`
+	qAuditLanes = `SELECT lane, seq, id, hash FROM audit_lanes ORDER BY lane`
+	qAuditLane  = `SELECT ` + auditColumns + ` FROM audit WHERE lane = $1 AND seq > $2 ORDER BY seq LIMIT $3`
+	// qAuditOffChain lists the rows in no chain: no place, or a lane that does not exist.
+	qAuditOffChain = `SELECT ` + auditColumns + ` FROM audit a WHERE (a.seq <= 0 OR NOT EXISTS
+		(SELECT 1 FROM audit_lanes l WHERE l.lane = a.lane)) AND a.id > $1 ORDER BY a.id LIMIT $2`
+
+	checkpointColumns       = `seq, at, signer, body, signature`
+	qAddAuditCheckpoint     = `INSERT INTO audit_checkpoints (` + checkpointColumns + `) VALUES ($1, $2, $3, $4, $5)`
+	qAuditCheckpoints       = `SELECT ` + checkpointColumns + ` FROM audit_checkpoints WHERE seq > $1 ORDER BY seq LIMIT $2`
+	qLastAuditCheckpoints   = `SELECT ` + checkpointColumns + ` FROM (SELECT ` + checkpointColumns + ` FROM audit_checkpoints ORDER BY seq DESC LIMIT $1) c ORDER BY seq`
+	qLegacyAudit            = `SELECT ` + auditColumns + ` FROM audit WHERE seq = 0 ORDER BY id LIMIT 500`
+	qLinkLegacyAudit        = `UPDATE audit SET lane = $2, seq = $3, prev_id = $4, prev = $5, hash = $6 WHERE id = $1 AND seq = 0`
+	qLockLaneOne            = `SELECT lane, seq, id, hash FROM audit_lanes WHERE lane = 1 FOR UPDATE`
+	defaultAuditChainLimit  = 1000
+	defaultAuditCheckpoints = 1000
 )
 
-// defaultAuditLimit is how many rows ListAudit returns when the query sets no limit.
-const defaultAuditLimit = 100
+var (
+	// auditChainCTEs append the rows of the CTE au_src (auditSourceColumns) to a lane, computing
+	// their hashes as store.AuditHash does: au_pick takes the first lane no other transaction
+	// holds (this one's own, if it holds one) or, when every lane is held, one at random
+	// (audit_lane raises when there is none: rows are never dropped silently); au_head locks it
+	// — waiting, for a lane another holds — and reads its head, the newest version, as FOR
+	// UPDATE reads it; au_chain links the rows one after the other; au_ins writes them and
+	// au_adv moves the head.
+	auditChainCTEs = `au_ids AS MATERIALIZED (SELECT s.*, nextval('audit_id_seq') AS id FROM au_src s),
+	au_pick AS MATERIALIZED (SELECT audit_lane(COALESCE(
+		(SELECT lane FROM audit_lanes ORDER BY lane LIMIT 1 FOR UPDATE SKIP LOCKED),
+		(SELECT lane FROM audit_lanes ORDER BY random() LIMIT 1))) AS lane
+		WHERE EXISTS (SELECT 1 FROM au_src)),
+	au_head AS MATERIALIZED (SELECT l.lane, l.seq, l.id, l.hash FROM audit_lanes l JOIN au_pick p ON l.lane = p.lane FOR UPDATE OF l),
+	au_chain (i, lane, seq, id, prev_id, prev, hash) AS (
+		SELECT 0, lane, seq, id, 0::bigint, ''::text, hash FROM au_head
+		UNION ALL
+		SELECT r.i, c.lane, c.seq + 1, r.id, c.id, c.hash, ` + auditHashSQL + `
+		FROM au_chain c JOIN au_ids r ON r.i = c.i + 1),
+	au_ins AS (INSERT INTO audit (id, lane, seq, prev_id, prev, hash, ` + auditDataColumns + `)
+		SELECT c.id, c.lane, c.seq, c.prev_id, c.prev, c.hash, r.at, r.identity, NULLIF(r.roles, '')::json, r.server,
+			r.tool, r.args_fingerprint, r.decision, r.approval_id, r.outcome, r.latency_ns, r.error, r.result_fingerprint,
+			r.event, r.detail
+		FROM au_chain c JOIN au_ids r ON r.i = c.i WHERE c.i > 0
+		RETURNING id, lane, seq, prev_id, prev, hash),
+	au_adv AS (UPDATE audit_lanes SET seq = t.seq, id = t.id, hash = t.hash
+		FROM (SELECT i, lane, seq, id, hash FROM au_chain ORDER BY i DESC LIMIT 1) t
+		WHERE audit_lanes.lane = t.lane AND t.i > 0)`
 
-// AppendAudit stores a row and returns its id. At defaults to the store's clock.
-func (db *DB) AppendAudit(ctx context.Context, r store.AuditRecord) (int64, error) {
-	at := r.At
-	if at.IsZero() {
-		at = db.now()
+	// qAppendAuditPostgres appends the rows of $1 and returns where they went.
+	qAppendAuditPostgres = auditChainWith(auditJSONSource(1), `SELECT id, lane, seq, prev_id, prev, hash FROM au_ins ORDER BY seq`)
+)
+
+// auditHashSQL is store.AuditHash's text (see store's auditHashText) in SQL, of the link after
+// c (the lane's previous row) and the source row r.
+var auditHashSQL = auditHashExpr("c.hash", "c.lane", "(c.seq + 1)", "r.id", "c.id", "r.")
+
+// auditHashExpr is the SQL of store.AuditHash's hash (hex) of a record: prev, lane, seq, id and
+// prevID are the expressions of its link and id, row the prefix of its source columns.
+func auditHashExpr(prev, lane, seq, id, prevID, row string) string {
+	str := func(e string) string { return `'|' || length(` + e + `) || ':' || ` + e }
+	num := func(e string) string { return `'|' || ` + e }
+	parts := []string{`'packbot-audit-1'`, str(prev), num(lane), num(seq), num(id), num(prevID), num(row + "at"), str(row + "identity"),
+		str(row + "roles"), str(row + "server"), str(row + "tool"), str(row + "args_fingerprint"), str(row + "decision"),
+		str(row + "approval_id"), str(row + "outcome"), num(row + "latency_ns"), str(row + "error"), str(row + "result_fingerprint"),
+		str(row + "event"), str(row + "detail")}
+	return `encode(sha256(convert_to(` + strings.Join(parts, " || ") + `, 'UTF8')), 'hex')`
+}
+
+// auditJSONSource is the source of a chain statement given as a JSON array ($n, auditRow).
+func auditJSONSource(n int) string {
+	return fmt.Sprintf(`au_src AS (SELECT * FROM json_to_recordset($%d::json) AS r(%s))`, n, auditSourceColumns)
+}
+
+// auditChainWith returns a PostgreSQL statement of one WITH RECURSIVE list: head (CTEs ending
+// with au_src, the rows to append), the chain's CTEs, then main (a query over them).
+func auditChainWith(head, main string) string {
+	return `WITH RECURSIVE ` + head + `, ` + auditChainCTEs + "\n" + main
+}
+
+// auditRow is one row of a chain statement's JSON source (auditSourceColumns).
+type auditRow struct {
+	I                 int    `json:"i"`
+	At                int64  `json:"at"`
+	Identity          string `json:"identity"`
+	Roles             string `json:"roles"`
+	Server            string `json:"server"`
+	Tool              string `json:"tool"`
+	ArgsFingerprint   string `json:"args_fingerprint"`
+	Decision          string `json:"decision"`
+	ApprovalID        string `json:"approval_id"`
+	Outcome           string `json:"outcome"`
+	LatencyNS         int64  `json:"latency_ns"`
+	Error             string `json:"error"`
+	ResultFingerprint string `json:"result_fingerprint"`
+	Event             string `json:"event"`
+	Detail            string `json:"detail"`
+}
+
+// stamped is rows with At defaulting to now, to the millisecond (as stored).
+func stamped(now time.Time, rows []store.AuditRecord) []store.AuditRecord {
+	out := make([]store.AuditRecord, len(rows))
+	for i, r := range rows {
+		r.At = fromMillis(millis(cmp.Or(r.At, now)))
+		out[i] = r
 	}
-	roles, err := stringsArg(r.Roles)
-	if err == nil {
-		err = db.conn().queryRow(ctx, qAppendAudit, millis(at), r.Identity, roles, r.Server, r.Tool,
-			r.ArgsFingerprint, r.Decision, r.ApprovalID, r.Outcome, int64(r.Latency), r.Error).Scan(&r.ID)
+	return out
+}
+
+// auditSource is rows as the JSON argument of a chain statement.
+func auditSource(rows []store.AuditRecord) (any, error) {
+	src := make([]auditRow, 0, len(rows))
+	for i, r := range rows {
+		src = append(src, auditRow{I: i + 1, At: millis(r.At), Identity: r.Identity, Roles: store.AuditRoles(r.Roles), Server: r.Server,
+			Tool: r.Tool, ArgsFingerprint: r.ArgsFingerprint, Decision: r.Decision, ApprovalID: r.ApprovalID, Outcome: r.Outcome,
+			LatencyNS: int64(r.Latency), Error: r.Error, ResultFingerprint: r.ResultFingerprint, Event: r.Event, Detail: r.Detail})
+	}
+	return jsonList(src)
+}
+
+// appendAudit is the one writer of audit rows: it appends rows (At defaulting to now) to a lane
+// of the chain inside c's transaction — on PostgreSQL in one statement (qAppendAuditPostgres),
+// on SQLite in Go — and returns them as stored. Everything that writes audit rows goes through
+// it, or through auditStatement (PostgreSQL's batched completions) or the statements of
+// auditChainWith (an approval's transition in one statement), which share its SQL: an event's
+// completion, an approval's transitions and execution, AppendAudit.
+func appendAudit(ctx context.Context, c conn, now time.Time, rows []store.AuditRecord) ([]store.AuditRecord, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	rows = stamped(now, rows)
+	if c.db.d.name == sqlite {
+		return rows, appendAuditSQLite(ctx, c, rows)
+	}
+	src, err := auditSource(rows)
+	if err != nil {
+		return nil, err
+	}
+	links, err := query(ctx, c, func(s scanner) (store.AuditRecord, error) {
+		var r store.AuditRecord
+		err := s.Scan(&r.ID, &r.Link.Lane, &r.Link.Seq, &r.Link.PrevID, &r.Link.Prev, &r.Hash)
+		return r, err
+	}, qAppendAuditPostgres, src)
+	if err != nil {
+		return nil, err
+	}
+	if len(links) != len(rows) {
+		return nil, fmt.Errorf("appended %d audit rows of %d", len(links), len(rows))
+	}
+	for i, l := range links {
+		rows[i].ID, rows[i].Link, rows[i].Hash = l.ID, l.Link, l.Hash
+	}
+	return rows, nil
+}
+
+// appendAuditSQLite appends rows (stamped) to the first lane, computing their ids and hashes
+// in Go; c is a transaction (it holds SQLite's write lock).
+func appendAuditSQLite(ctx context.Context, c conn, rows []store.AuditRecord) error {
+	var head store.AuditLane
+	if err := c.queryRow(ctx, qAuditFirstLane).Scan(&head.Lane, &head.Seq, &head.ID, &head.Hash); err != nil {
+		return fmt.Errorf("audit lane: %w", err)
+	}
+	var next int64
+	if err := c.queryRow(ctx, qAuditNextID).Scan(&next); err != nil {
+		return fmt.Errorf("audit id: %w", err)
+	}
+	for i := range rows {
+		r := &rows[i]
+		r.ID = next + int64(i)
+		r.Link = store.AuditLink{Lane: head.Lane, Seq: head.Seq + 1, PrevID: head.ID, Prev: head.Hash}
+		r.Hash = store.AuditHash(*r)
+		if _, err := c.exec(ctx, qInsertAuditLink, append([]any{r.ID, r.Link.Lane, r.Link.Seq, r.Link.PrevID, r.Link.Prev, r.Hash},
+			auditDataArgs(*r)...)...); err != nil {
+			return err
+		}
+		head = store.AuditLane{Lane: head.Lane, Seq: r.Link.Seq, ID: r.ID, Hash: r.Hash}
+	}
+	_, err := c.exec(ctx, qAdvanceLane, head.Lane, head.Seq, head.ID, head.Hash)
+	return err
+}
+
+// auditDataArgs are the values of auditDataColumns for r.
+func auditDataArgs(r store.AuditRecord) []any {
+	var roles any
+	if s := store.AuditRoles(r.Roles); s != "" {
+		roles = s
+	}
+	return []any{millis(r.At), r.Identity, roles, r.Server, r.Tool, r.ArgsFingerprint, r.Decision, r.ApprovalID, r.Outcome,
+		int64(r.Latency), r.Error, r.ResultFingerprint, r.Event, r.Detail}
+}
+
+// auditStatement is the statement that appends rows in a PostgreSQL batch (see appendAudit);
+// ok is false when there are none.
+func auditStatement(now time.Time, rows []store.AuditRecord) (s stmt, ok bool, err error) {
+	if len(rows) == 0 {
+		return stmt{}, false, nil
+	}
+	src, err := auditSource(stamped(now, rows))
+	if err != nil {
+		return stmt{}, false, err
+	}
+	return stmt{qAppendAuditPostgres, []any{src}}, true, nil
+}
+
+// AppendAudit stores a row on its own and returns its id. At defaults to the store's clock.
+// Rows of what the bot does are written with what caused them (CompleteEvent, the approvals'
+// transitions); this is for a row that stands alone.
+func (db *DB) AppendAudit(ctx context.Context, r store.AuditRecord) (int64, error) {
+	var rows []store.AuditRecord
+	var err error
+	if db.d.name == postgres {
+		rows, err = appendAudit(ctx, db.conn(), db.stamp(), []store.AuditRecord{r})
+	} else {
+		err = db.tx(ctx, func(c conn) error {
+			rows, err = appendAudit(ctx, c, db.stamp(), []store.AuditRecord{r})
+			return err
+		})
 	}
 	if err != nil {
 		return 0, fmt.Errorf("append audit %s/%s for %s: %w", r.Server, r.Tool, r.Identity, err)
 	}
-	return r.ID, nil
+	return rows[0].ID, nil
 }
 
-// ListAudit returns matching rows, newest first; at most q.Limit rows (<= 0: 100).
+// defaultAuditLimit is how many rows ListAudit returns when the query sets no limit.
+const defaultAuditLimit = 100
+
+// ListAudit returns matching rows, newest first; at most q.Limit rows (<= 0: 100). Only the
+// conditions q sets are written, so that each gets a plan that uses its index.
 func (db *DB) ListAudit(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = defaultAuditLimit
+	var conds []string
+	var args []any
+	cond := func(col string, v any) {
+		args = append(args, v)
+		conds = append(conds, fmt.Sprintf("%s $%d", col, len(args)))
 	}
-	rs, err := query(ctx, db.conn(), scanAuditRecord, qListAudit, q.Identity, q.Server, q.Tool, millis(q.Since), limit)
+	for _, f := range []struct{ col, v string }{{"identity =", q.Identity}, {"server =", q.Server}, {"tool =", q.Tool},
+		{"decision =", q.Decision}, {"outcome =", q.Outcome}, {"approval_id =", q.ApprovalID}} {
+		if f.v != "" {
+			cond(f.col, f.v)
+		}
+	}
+	if !q.Events {
+		conds = append(conds, "event = ''")
+	}
+	if !q.Since.IsZero() {
+		cond("at >=", millis(q.Since))
+	}
+	if !q.Until.IsZero() {
+		cond("at <", millis(q.Until))
+	}
+	where := "TRUE"
+	if len(conds) > 0 {
+		where = strings.Join(conds, " AND ")
+	}
+	args = append(args, cmp.Or(max(q.Limit, 0), defaultAuditLimit))
+	list := fmt.Sprintf(`SELECT %s FROM audit WHERE %s ORDER BY at DESC, id DESC LIMIT $%d`, auditColumns, where, len(args))
+	rs, err := query(ctx, db.conn(), scanAuditRecord, list, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", err)
 	}
 	return rs, nil
 }
 
+// GetAudit returns one row, or ErrNotFound.
+func (db *DB) GetAudit(ctx context.Context, id int64) (store.AuditRecord, error) {
+	r, err := scanAuditRecord(db.conn().queryRow(ctx, qGetAudit, id))
+	if err != nil {
+		return store.AuditRecord{}, fmt.Errorf("get audit record %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// AuditLanes returns every lane's head, in lane order.
+func (db *DB) AuditLanes(ctx context.Context) ([]store.AuditLane, error) {
+	ls, err := query(ctx, db.conn(), func(s scanner) (store.AuditLane, error) {
+		var l store.AuditLane
+		err := s.Scan(&l.Lane, &l.Seq, &l.ID, &l.Hash)
+		return l, err
+	}, qAuditLanes)
+	if err != nil {
+		return nil, fmt.Errorf("audit lanes: %w", err)
+	}
+	return ls, nil
+}
+
+// AuditChain returns rows of lane after seq after in chain order, or (lane 0) the rows in no
+// chain after id after.
+func (db *DB) AuditChain(ctx context.Context, lane, after int64, limit int) ([]store.AuditRecord, error) {
+	limit = cmp.Or(max(limit, 0), defaultAuditChainLimit)
+	var rs []store.AuditRecord
+	var err error
+	if lane == 0 {
+		rs, err = query(ctx, db.conn(), scanAuditRecord, qAuditOffChain, after, limit)
+	} else {
+		rs, err = query(ctx, db.conn(), scanAuditRecord, qAuditLane, lane, after, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit chain of lane %d after %d: %w", lane, after, err)
+	}
+	return rs, nil
+}
+
+// AddAuditCheckpoint stores a checkpoint; ErrConflict when its Seq exists.
+func (db *DB) AddAuditCheckpoint(ctx context.Context, c store.AuditCheckpoint) error {
+	if c.Seq <= 0 || c.Signer == "" || len(c.Body) == 0 || len(c.Signature) == 0 {
+		return fmt.Errorf("add audit checkpoint %d: seq, signer, body and signature are required", c.Seq)
+	}
+	at := c.At
+	if at.IsZero() {
+		at = db.now()
+	}
+	if _, err := db.conn().exec(ctx, qAddAuditCheckpoint, c.Seq, millis(at), c.Signer, string(c.Body), hex.EncodeToString(c.Signature)); err != nil {
+		return fmt.Errorf("add audit checkpoint %d: %w", c.Seq, err)
+	}
+	return nil
+}
+
+// AuditCheckpoints returns checkpoints after seq after, in order (after < 0: the last limit).
+func (db *DB) AuditCheckpoints(ctx context.Context, after int64, limit int) ([]store.AuditCheckpoint, error) {
+	limit = cmp.Or(max(limit, 0), defaultAuditCheckpoints)
+	scan := func(s scanner) (store.AuditCheckpoint, error) {
+		var (
+			c         store.AuditCheckpoint
+			at        int64
+			body, sig string
+		)
+		if err := s.Scan(&c.Seq, &at, &c.Signer, &body, &sig); err != nil {
+			return c, err
+		}
+		c.At, c.Body = fromMillis(at), []byte(body)
+		var err error
+		if c.Signature, err = hex.DecodeString(sig); err != nil {
+			c.Signature = []byte(sig) // not hex: verification says the signature is wrong
+		}
+		return c, nil
+	}
+	var cs []store.AuditCheckpoint
+	var err error
+	if after < 0 {
+		cs, err = query(ctx, db.conn(), scan, qLastAuditCheckpoints, limit)
+	} else {
+		cs, err = query(ctx, db.conn(), scan, qAuditCheckpoints, after, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit checkpoints: %w", err)
+	}
+	return cs, nil
+}
+
+// scanAuditRecord scans auditColumns.
 func scanAuditRecord(r scanner) (store.AuditRecord, error) {
 	var (
 		a         store.AuditRecord
@@ -58,13 +395,44 @@ func scanAuditRecord(r scanner) (store.AuditRecord, error) {
 		at, nanos int64
 	)
 	err := r.Scan(&a.ID, &at, &a.Identity, &roles, &a.Server, &a.Tool, &a.ArgsFingerprint, &a.Decision,
-		&a.ApprovalID, &a.Outcome, &nanos, &a.Error)
+		&a.ApprovalID, &a.Outcome, &nanos, &a.Error, &a.ResultFingerprint, &a.Event, &a.Detail,
+		&a.Link.Lane, &a.Link.Seq, &a.Link.PrevID, &a.Link.Prev, &a.Hash)
 	if err != nil {
 		return store.AuditRecord{}, err
 	}
 	a.At, a.Latency = fromMillis(at), time.Duration(nanos)
 	a.Roles, err = scanStrings(roles)
 	return a, err
+}
+
+// chainLegacyAudit chains the rows written before the audit was chained (migration 007) into
+// lane 1, in id order, inside the migration's transaction c.
+func chainLegacyAudit(ctx context.Context, c conn) error {
+	var head store.AuditLane
+	if err := c.queryRow(ctx, qLockLaneOne).Scan(&head.Lane, &head.Seq, &head.ID, &head.Hash); err != nil {
+		return fmt.Errorf("lock audit lane 1: %w", err)
+	}
+	for {
+		rows, err := query(ctx, c, scanAuditRecord, qLegacyAudit)
+		if err != nil {
+			return fmt.Errorf("read the audit: %w", err)
+		}
+		for _, r := range rows {
+			r.Link = store.AuditLink{Lane: head.Lane, Seq: head.Seq + 1, PrevID: head.ID, Prev: head.Hash}
+			r.Hash = store.AuditHash(r)
+			if err := c.execOne(ctx, qLinkLegacyAudit, r.ID, r.Link.Lane, r.Link.Seq, r.Link.PrevID, r.Link.Prev, r.Hash); err != nil {
+				return fmt.Errorf("chain audit record %d: %w", r.ID, err)
+			}
+			head = store.AuditLane{Lane: head.Lane, Seq: r.Link.Seq, ID: r.ID, Hash: r.Hash}
+		}
+		if len(rows) == 0 {
+			break
+		}
+	}
+	if _, err := c.exec(ctx, qAdvanceLane, head.Lane, head.Seq, head.ID, head.Hash); err != nil {
+		return fmt.Errorf("advance audit lane 1: %w", err)
+	}
+	return nil
 }
 
 var _ store.Audit = (*DB)(nil)

@@ -90,7 +90,7 @@ func BenchmarkApprovalLifecycle(b *testing.B) {
 				if got.Exec != store.ExecClaimed {
 					return fmt.Errorf("approval %s: execution %q, want claimed", id, got.Exec)
 				}
-				_, err = db.FinishExecution(ctx, id, store.ExecDone, []byte(`{"ok":true}`), "")
+				_, _, err = db.FinishExecution(ctx, id, store.Execution{State: store.ExecDone, Result: []byte(`{"ok":true}`)})
 				return err
 			}
 			b.Run("Serial", func(b *testing.B) {

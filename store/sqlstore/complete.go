@@ -37,8 +37,6 @@ const (
 		authenticated = excluded.authenticated, identity = excluded.identity, display_name = excluded.display_name,
 		roles = excluded.roles, credential_expiry = excluded.credential_expiry, flow = excluded.flow,
 		menu_digest = excluded.menu_digest, login = excluded.login, updated_at = excluded.updated_at`
-	qAppendAuditAt = `INSERT INTO audit (at, identity, roles, server, tool, args_fingerprint, decision, approval_id,
-	outcome, latency_ns, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 
 	// qFencePostgres opens CompleteEvent's batch on PostgreSQL (parameters as qCompleteLease, with
 	// $6 now and $7 the park reason or ''): l renews the lease, matching only while it is held at
@@ -155,15 +153,8 @@ func (db *DB) completeSQLite(ctx context.Context, c store.Completion) (store.Com
 		if out.OutboxIDs, err = enqueueAll(ctx, tx, now, c.Outbox); err != nil {
 			return err
 		}
-		for _, r := range c.Audit {
-			roles, err := stringsArg(r.Roles)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.exec(ctx, qAppendAuditAt, millis(cmp.Or(r.At, now)), r.Identity, roles, r.Server, r.Tool,
-				r.ArgsFingerprint, r.Decision, r.ApprovalID, r.Outcome, int64(r.Latency), r.Error); err != nil {
-				return err
-			}
+		if _, err := appendAudit(ctx, tx, now, c.Audit); err != nil {
+			return err
 		}
 		for _, id := range c.AckOutbox {
 			if _, err := tx.exec(ctx, qAckOutbox, id); err != nil {
@@ -190,10 +181,6 @@ func notFoundAs(err, as error) error {
 // not, and a shared transaction less than one each.
 func (db *DB) completePostgres(ctx context.Context, c store.Completion) (store.Completed, error) {
 	l, now := c.Lease, c.Now
-	type stmt struct {
-		sql  string
-		args []any
-	}
 	stmts := []stmt{{qFencePostgres, []any{c.EventID, l.ConnectionID, l.Holder, l.Epoch, millis(now.Add(c.TTL)), millis(now), c.Park}}}
 	switch s := c.Session; {
 	case c.DeleteSession:
@@ -225,13 +212,10 @@ func (db *DB) completePostgres(ctx context.Context, c store.Completion) (store.C
 		}
 		stmts = append(stmts, stmt{appendMemoryStatement(len(kept)), appendMemoryArgs(now, k.key, n, kept, k.keep)})
 	}
-	for _, r := range c.Audit {
-		roles, err := stringsArg(r.Roles)
-		if err != nil {
-			return store.Completed{}, err
-		}
-		stmts = append(stmts, stmt{qAppendAuditAt, []any{millis(cmp.Or(r.At, now)), r.Identity, roles, r.Server, r.Tool,
-			r.ArgsFingerprint, r.Decision, r.ApprovalID, r.Outcome, int64(r.Latency), r.Error}})
+	if audit, ok, err := auditStatement(now, c.Audit); err != nil {
+		return store.Completed{}, err
+	} else if ok {
+		stmts = append(stmts, audit)
 	}
 	if len(c.AckOutbox) > 0 {
 		stmts = append(stmts, stmt{qAckOutboxListPostgres, []any{c.AckOutbox}})
@@ -272,6 +256,12 @@ func (db *DB) completePostgres(ctx context.Context, c store.Completion) (store.C
 		ids = nil
 	}
 	return store.Completed{OutboxIDs: ids}, nil
+}
+
+// stmt is one statement of a PostgreSQL batch.
+type stmt struct {
+	sql  string
+	args []any
 }
 
 // memoryKey is the memory work of a completion on one key.

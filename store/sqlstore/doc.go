@@ -8,7 +8,8 @@
 // belongs to that dialect), applied by Open under a lock so that replicas starting together
 // migrate once, and recorded in packbot_schema_version. A database migrated by a newer binary is
 // refused with [ErrSchemaTooNew]. Timestamps are stored as unix milliseconds, so times come
-// back in UTC truncated to the millisecond.
+// back in UTC truncated to the millisecond. Audit rows are written by one writer (appendAudit)
+// in the transaction of what caused them, as links of hash chains (see audit.go).
 //
 // It does not seal secrets (store/secret does, before they get here) and knows nothing of what
 // the rows mean; the behaviour every backend must share is pinned by store/storetest.

@@ -17,6 +17,12 @@ var ErrSchemaTooNew = errors.New("database schema is newer than this binary")
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
+// migrationHooks do, in a migration's transaction after its script, what SQL cannot do in both
+// dialects: 007 chains the audit rows written before it (SHA-256, which SQLite lacks).
+var migrationHooks = map[int]func(ctx context.Context, c conn) error{
+	7: chainLegacyAudit,
+}
+
 // migration is one embedded script, NNN-purpose.sql, holding the lines of both dialects.
 type migration struct {
 	version int
@@ -95,6 +101,11 @@ func (db *DB) migrate(ctx context.Context) error {
 			}
 			if err := c.execScript(ctx, script); err != nil {
 				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			if hook := migrationHooks[m.version]; hook != nil {
+				if err := hook(ctx, c); err != nil {
+					return fmt.Errorf("%s: %w", m.name, err)
+				}
 			}
 			if _, err := c.exec(ctx, qRecordVersion, m.version, millis(db.now())); err != nil {
 				return fmt.Errorf("%s: record version: %w", m.name, err)

@@ -26,6 +26,8 @@ var approvalTests = []test{
 	{"ExpireLimit", testExpireApprovalsLimit},
 	{"Finish", testFinishExecution},
 	{"FinishWithNotices", testFinishWithNotices},
+	{"FinishWithAudit", testFinishWithAudit},
+	{"InterruptAudit", testInterruptAudit},
 	{"Interrupt", testInterruptExecutions},
 	{"ListCount", testListCountApprovals},
 	{"ListOrderLimit", testListApprovalsOrder},
@@ -351,39 +353,39 @@ func testFinishExecution(t *testing.T, s store.Store) {
 	createApproval(t, s, newApproval("a1", "alice", 1, "manager"))
 	a := vote(t, s, "a1", approve("bob", t0.Add(time.Minute)))
 	result := []byte("sent 10.50 € to bob\n\x00not JSON") // the tool's answer, byte for byte
-	got, err := s.FinishExecution(t.Context(), "a1", store.ExecDone, result, "")
+	got, _, err := s.FinishExecution(t.Context(), "a1", store.Execution{State: store.ExecDone, Result: result})
 	check(t, err)
 	want := a
 	want.Exec, want.Result = store.ExecDone, result
 	wantApproval(t, s, "finished execution", got, want)
 	for _, exec := range []string{store.ExecDone, store.ExecFailed} {
-		_, err = s.FinishExecution(t.Context(), "a1", exec, []byte("again"), "again")
+		_, _, err = s.FinishExecution(t.Context(), "a1", store.Execution{State: exec, Result: []byte("again"), Error: "again"})
 		wantErr(t, err, store.ErrAlreadyResolved)
 	}
 	wantEqual(t, "request finished twice", getApproval(t, s, "a1"), want)
 
 	createApproval(t, s, newApproval("b1", "alice", 1, "manager"))
 	b := vote(t, s, "b1", approve("bob", t0.Add(time.Minute)))
-	got, err = s.FinishExecution(t.Context(), "b1", store.ExecFailed, nil, "access revoked: not logged in")
+	got, _, err = s.FinishExecution(t.Context(), "b1", store.Execution{State: store.ExecFailed, Error: "access revoked: not logged in"})
 	check(t, err)
 	b.Exec, b.Error = store.ExecFailed, "access revoked: not logged in"
 	wantApproval(t, s, "failed execution", got, b)
 
 	// Never claimed: pending, rejected.
 	c := createApproval(t, s, newApproval("c1", "alice", 1, "manager"))
-	_, err = s.FinishExecution(t.Context(), "c1", store.ExecDone, result, "")
+	_, _, err = s.FinishExecution(t.Context(), "c1", store.Execution{State: store.ExecDone, Result: result})
 	wantErr(t, err, store.ErrAlreadyResolved)
 	wantEqual(t, "pending request", getApproval(t, s, "c1"), c)
 	createApproval(t, s, newApproval("d1", "alice", 1, "manager"))
 	vote(t, s, "d1", reject("bob", t0.Add(time.Minute)))
-	_, err = s.FinishExecution(t.Context(), "d1", store.ExecDone, result, "")
+	_, _, err = s.FinishExecution(t.Context(), "d1", store.Execution{State: store.ExecDone, Result: result})
 	wantErr(t, err, store.ErrAlreadyResolved)
 
-	_, err = s.FinishExecution(t.Context(), "missing", store.ExecDone, result, "")
+	_, _, err = s.FinishExecution(t.Context(), "missing", store.Execution{State: store.ExecDone, Result: result})
 	wantErr(t, err, store.ErrNotFound)
 	createApproval(t, s, newApproval("e1", "alice", 1, "manager"))
 	e := vote(t, s, "e1", approve("bob", t0.Add(time.Minute)))
-	if _, err := s.FinishExecution(t.Context(), "e1", store.ExecInterrupted, nil, ""); err == nil {
+	if _, _, err := s.FinishExecution(t.Context(), "e1", store.Execution{State: store.ExecInterrupted}); err == nil {
 		t.Fatal("finished as interrupted")
 	}
 	wantEqual(t, "claimed request", getApproval(t, s, "e1"), e)
@@ -398,7 +400,7 @@ func testInterruptExecutions(t *testing.T, s store.Store) {
 	a1 := claimed("a1", at)
 	a2 := claimed("a2", at.Add(-time.Second)) // its lease ends first
 	claimed("done", at.Add(-time.Minute))
-	done, err := s.FinishExecution(t.Context(), "done", store.ExecDone, []byte("ok"), "")
+	done, _, err := s.FinishExecution(t.Context(), "done", store.Execution{State: store.ExecDone, Result: []byte("ok")})
 	check(t, err)
 	pendingOne := createApproval(t, s, newApproval("pending", "alice", 1, "manager"))
 
@@ -414,7 +416,7 @@ func testInterruptExecutions(t *testing.T, s store.Store) {
 	check(t, err)
 	wantEqual(t, "interrupted again", len(got), 0)
 
-	_, err = s.FinishExecution(t.Context(), "a1", store.ExecDone, []byte("late"), "")
+	_, _, err = s.FinishExecution(t.Context(), "a1", store.Execution{State: store.ExecDone, Result: []byte("late")})
 	wantErr(t, err, store.ErrAlreadyResolved)
 	for _, want := range []store.Approval{a1, a2, done, pendingOne} {
 		wantEqual(t, want.ID+" as stored", getApproval(t, s, want.ID), want)
@@ -545,7 +547,7 @@ func testApprovalsClosed(t *testing.T, s store.Store) {
 			return err
 		},
 		"FinishExecution": func() error {
-			_, err := s.FinishExecution(ctx, "a1", store.ExecDone, nil, "")
+			_, _, err := s.FinishExecution(ctx, "a1", store.Execution{State: store.ExecDone})
 			return err
 		},
 		"InterruptExecutions": func() error {
@@ -576,15 +578,74 @@ func testFinishWithNotices(t *testing.T, s store.Store) {
 	_, err := s.VoteApproval(ctx, "n1", store.Vote{Approver: "bob", Decision: store.VoteApprove, At: t0.Add(time.Second)}, lease, nil)
 	check(t, err)
 	n := store.OutboxMessage{Identity: "ana", Kind: "notice", Payload: []byte(`{"key":"DONE"}`)}
-	a, err := s.FinishExecution(ctx, "n1", store.ExecDone, []byte("ok"), "", n)
+	a, _, err := s.FinishExecution(ctx, "n1", store.Execution{State: store.ExecDone, Result: []byte("ok"), Notices: []store.OutboxMessage{n}})
 	check(t, err)
 	wantEqual(t, "exec", a.Exec, store.ExecDone)
 	pending, err := s.PendingOutbox(ctx, "ana")
 	check(t, err)
 	wantEqual(t, "notices after finish", pending, 1)
-	_, err = s.FinishExecution(ctx, "n1", store.ExecDone, []byte("again"), "", n)
+	_, _, err = s.FinishExecution(ctx, "n1", store.Execution{State: store.ExecDone, Result: []byte("again"), Notices: []store.OutboxMessage{n}})
 	wantErr(t, err, store.ErrAlreadyResolved)
 	pending, err = s.PendingOutbox(ctx, "ana")
 	check(t, err)
 	wantEqual(t, "notices after a refused finish", pending, 1)
+}
+
+// executionRows are the audit rows of request id's execution.
+func executionRows(t *testing.T, s store.Store, id string) []store.AuditRecord {
+	t.Helper()
+	return listAudit(t, s, store.AuditQuery{ApprovalID: id, Limit: 1000})
+}
+
+// testFinishWithAudit: the execution's audit row commits with its outcome (its approval id
+// set to the request's), and comes back as stored; a refused finish writes no row.
+func testFinishWithAudit(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	check(t, s.CreateApproval(ctx, newApproval("x1", "ana", 1, "manager")))
+	_, err := s.VoteApproval(ctx, "x1", store.Vote{Approver: "bob", Decision: store.VoteApprove, At: t0.Add(time.Second)}, lease, nil)
+	check(t, err)
+	row := store.AuditRecord{At: t0.Add(2 * time.Second), Identity: "ana", Roles: []string{"employee"}, Server: "bank", Tool: "send_money",
+		ArgsFingerprint: "sha256-x1", Decision: store.DecisionApproval, Outcome: store.OutcomeExecuted, Latency: time.Millisecond}
+	a, stored, err := s.FinishExecution(ctx, "x1", store.Execution{State: store.ExecDone, Result: []byte("ok"), Audit: &row})
+	check(t, err)
+	wantEqual(t, "exec", a.Exec, store.ExecDone)
+	want := row
+	want.ID, want.ApprovalID, want.Hash, want.Link = stored.ID, "x1", stored.Hash, stored.Link
+	if stored.ID == 0 || stored.Hash != store.AuditHash(stored) || stored.Link.Seq == 0 {
+		t.Fatalf("stored row %+v: no id, or not chained", stored)
+	}
+	wantEqual(t, "the execution's row as returned", stored, want)
+	wantEqual(t, "the execution's rows", executionRows(t, s, "x1"), []store.AuditRecord{want})
+
+	_, _, err = s.FinishExecution(ctx, "x1", store.Execution{State: store.ExecDone, Result: []byte("again"), Audit: &row})
+	wantErr(t, err, store.ErrAlreadyResolved)
+	wantEqual(t, "rows after a refused finish", len(executionRows(t, s, "x1")), 1)
+	_, _, err = s.FinishExecution(ctx, "missing", store.Execution{State: store.ExecDone, Audit: &row})
+	wantErr(t, err, store.ErrNotFound)
+	wantEqual(t, "rows after finishing a missing request", len(listAudit(t, s, store.AuditQuery{Limit: 1000})), 1)
+}
+
+// testInterruptAudit: an interrupted execution gets its audit row (approval, failed: it may or
+// may not have run) in the sweep's transaction, once.
+func testInterruptAudit(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	check(t, s.CreateApproval(ctx, newApproval("i1", "ana", 1, "manager")))
+	_, err := s.VoteApproval(ctx, "i1", store.Vote{Approver: "bob", Decision: store.VoteApprove, At: t0.Add(time.Second)}, lease, nil)
+	check(t, err)
+	end := t0.Add(time.Second + lease)
+	got, err := s.InterruptExecutions(ctx, end, 10, nil)
+	check(t, err)
+	wantEqual(t, "interrupted", approvalIDs(got), []string{"i1"})
+	rows := executionRows(t, s, "i1")
+	if len(rows) != 1 {
+		t.Fatalf("rows %+v, want one", rows)
+	}
+	r := rows[0]
+	if r.Identity != "ana" || r.Server != "bank" || r.Tool != "send_money" || r.ArgsFingerprint != "sha256-i1" ||
+		r.Decision != store.DecisionApproval || r.Outcome != store.OutcomeFailed || r.Error != store.AuditInterrupted || !r.At.Equal(end) {
+		t.Fatalf("the interrupted execution's row %+v", r)
+	}
+	_, err = s.InterruptExecutions(ctx, end.Add(time.Hour), 10, nil)
+	check(t, err)
+	wantEqual(t, "rows after a second sweep", len(executionRows(t, s, "i1")), 1)
 }

@@ -128,7 +128,7 @@ func testInterruptWithNotices(t *testing.T, s store.Store) {
 	vote(t, s, "a1", approve("bob", t0))
 	createApproval(t, s, newApproval("a2", "alice", 1, "manager"))
 	vote(t, s, "a2", approve("bob", t0))
-	_, err := s.FinishExecution(t.Context(), "a2", store.ExecDone, []byte("ok"), "")
+	_, _, err := s.FinishExecution(t.Context(), "a2", store.Execution{State: store.ExecDone, Result: []byte("ok")})
 	check(t, err)
 	var seen []store.Approval
 	got, err := s.InterruptExecutions(t.Context(), t0.Add(lease), 10, tellRequester(&seen))

@@ -30,7 +30,7 @@ func testVoteProofs(t *testing.T, s store.Store) {
 	list, err := s.ListApprovals(t.Context(), store.ApprovalQuery{Requester: "alice"})
 	check(t, err)
 	wantEqual(t, "listed votes", list[0].Votes, want.Votes)
-	done, err := s.FinishExecution(t.Context(), "a1", store.ExecDone, []byte("ok"), "")
+	done, _, err := s.FinishExecution(t.Context(), "a1", store.Execution{State: store.ExecDone, Result: []byte("ok")})
 	check(t, err)
 	wantEqual(t, "votes of the finished request", done.Votes, want.Votes)
 }

@@ -5,7 +5,7 @@
 // [Policy] ([Verify]), and the DIF presentation-exchange
 // definition a present-proof 2.0 request carries ([Definition], [PolicyFromDefinition],
 // [CheckSubmission]), and statements a bot signs about what it did (receipts: [Signer],
-// [VerifyStatement], keys derived per purpose from a secret: [DeriveKey]).
+// [VerifyStatement]).
 //
 // It does not speak DIDComm, keep credentials, or decide what a verified claim means: the parent
 // package channel/didcomm sends the request and the presentation, and hands [Result] to the bot.

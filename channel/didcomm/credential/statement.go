@@ -1,31 +1,12 @@
 package credential
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 )
-
-// DeriveKey returns the Ed25519 key derived from secret (at least 32 bytes) for purpose: the
-// same secret and purpose give the same key on every replica, and different purposes give
-// unrelated keys. packbot derives the key it signs its receipts with from its DIDComm master
-// key, so that replicas sharing that key sign as one bot.
-func DeriveKey(secret []byte, purpose string) (*Key, error) {
-	if len(secret) < 32 {
-		return nil, fmt.Errorf("derive key %q: the secret has %d bytes, want at least 32", purpose, len(secret))
-	}
-	if purpose == "" {
-		return nil, errors.New("derive key: no purpose")
-	}
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("packbot derived key v1\x00" + purpose))
-	return KeyFromSeed(m.Sum(nil))
-}
 
 // Signer signs statements as a bot: JSON-LD credentials of one type, issued by its did:key,
 // whose credentialSubject holds the claims and names no holder (a receipt is about a call, and

@@ -1,0 +1,207 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/packbot/packbot/store"
+	"github.com/packbot/packbot/store/storetest"
+)
+
+// TestMigrationChainsOldAudit: the rows of a database migrated before the audit was chained
+// (version 5) are chained into lane 1, in id order, when version 7 is applied; rows written
+// after follow them.
+func TestMigrationChainsOldAudit(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			all := migrations
+			migrations = all[:5]
+			opener := b.database(t)
+			old, err := opener(t.Context())
+			migrations = all
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, tool := range []string{"a", "b", "c"} {
+				if _, err := old.conn().exec(t.Context(), `INSERT INTO audit (at, identity, roles, server, tool, args_fingerprint, decision,
+					approval_id, outcome, latency_ns, error) VALUES ($1, 'ana', '["employee"]', 'bank', $2, 'fp', 'allow', '', 'executed', 5, '')`,
+					time.Now().UnixMilli()+int64(i), tool); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := old.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db := open(t, opener)
+			if _, err := db.AppendAudit(t.Context(), store.AuditRecord{Identity: "bob", Tool: "d"}); err != nil {
+				t.Fatal(err)
+			}
+			rs, err := db.AuditChain(t.Context(), 1, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tools string
+			for i, r := range rs {
+				tools += r.Tool
+				prev := store.AuditLink{Lane: 1, Seq: int64(i + 1)}
+				if i > 0 {
+					prev.PrevID, prev.Prev = rs[i-1].ID, rs[i-1].Hash
+				}
+				if r.Link != prev || r.Hash != store.AuditHash(r) {
+					t.Fatalf("record %d: link %+v, hash %s; want %+v, %s", r.ID, r.Link, r.Hash, prev, store.AuditHash(r))
+				}
+			}
+			if tools != "abcd" || rs[0].Latency != 5 || len(rs[0].Roles) != 1 {
+				t.Fatalf("lane 1: %q, first %+v", tools, rs[0])
+			}
+			off, err := db.AuditChain(t.Context(), 0, 0, 0)
+			if err != nil || len(off) != 0 {
+				t.Fatalf("rows in no chain: %+v, %v", off, err)
+			}
+		})
+	}
+}
+
+// TestAuditConcurrentWriters: two handles (replicas) write audit rows from many goroutines at
+// once — alone, with completions, with approvals' steps — and every row ends in a chain with no
+// gap and no fork.
+func TestAuditConcurrentWriters(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			opener := b.database(t)
+			dbs := []*DB{open(t, opener), open(t, opener)}
+			const writers, each = 12, 15
+			var wg sync.WaitGroup
+			errs := make(chan error, writers)
+			for w := range writers {
+				db := dbs[w%2]
+				wg.Go(func() {
+					for i := range each {
+						var err error
+						switch i % 3 {
+						case 0:
+							_, err = db.AppendAudit(t.Context(), store.AuditRecord{Identity: fmt.Sprint("w", w), Tool: fmt.Sprint(i)})
+						case 1:
+							id := fmt.Sprintf("a-%d-%d", w, i)
+							err = db.CreateApproval(t.Context(), store.Approval{ID: id, Requester: "ana", Quorum: 1, ExpiresAt: time.Now().Add(time.Hour)})
+							if err == nil {
+								_, err = db.VoteApproval(t.Context(), id, store.Vote{Approver: "bob", Decision: store.VoteApprove}, time.Minute, nil)
+							}
+						default:
+							conn := fmt.Sprintf("c-%d-%d", w, i)
+							var a store.Accepted
+							if a, err = db.AcceptEvent(t.Context(), store.Accept{Event: store.InboxEvent{ConnectionID: conn, Key: "k"}, Holder: "h", TTL: time.Minute}); err == nil {
+								_, err = db.CompleteEvent(t.Context(), store.Completion{EventID: a.ID, Lease: a.Lease, TTL: time.Minute,
+									Audit: []store.AuditRecord{{Identity: conn, Tool: "x"}, {Identity: conn, Tool: "y"}}})
+							}
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			want := writers * each / 3 * (1 + 2 + 2) // a row; created and voted; two rows
+			if n := storetest.AuditChained(t, dbs[0]); n != want {
+				t.Fatalf("%d rows chained, want %d", n, want)
+			}
+		})
+	}
+}
+
+// TestAuditEveryLaneHeld: when every lane is held by a transaction, a writer waits for one
+// and then appends after its head. (Two lanes here, held by two transactions.)
+func TestAuditEveryLaneHeld(t *testing.T) {
+	db := open(t, postgresDatabase(t))
+	ctx := t.Context()
+	if _, err := db.conn().exec(ctx, `DELETE FROM audit_lanes WHERE lane > 2`); err != nil {
+		t.Fatal(err)
+	}
+	lanes, err := db.AuditLanes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holders []*sql.Tx
+	for _, l := range lanes {
+		tx, err := db.sql.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback() }()
+		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM audit_lanes WHERE lane = $1 FOR UPDATE`, l.Lane); err != nil {
+			t.Fatal(err)
+		}
+		holders = append(holders, tx)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := db.AppendAudit(ctx, store.AuditRecord{Identity: "waiting"})
+		done <- err
+	}()
+	// The writer waits for a lane's lock.
+	for {
+		var waiting int
+		if err := db.sql.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%au_src%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("appended while every lane was held: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	for _, tx := range holders {
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := storetest.AuditChained(t, db); n != 1 {
+		t.Fatalf("%d rows chained, want 1", n)
+	}
+}
+
+// TestAuditNoLane: with no lane to append to (the lanes' rows deleted), a write that carries
+// audit rows fails: nothing is committed without its rows.
+func TestAuditNoLane(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			db := open(t, b.database(t))
+			ctx := t.Context()
+			if _, err := db.conn().exec(ctx, `DELETE FROM audit_lanes`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.AppendAudit(ctx, store.AuditRecord{Identity: "ana"}); err == nil {
+				t.Fatal("a row appended with no lane")
+			}
+			a, err := db.AcceptEvent(ctx, store.Accept{Event: store.InboxEvent{ConnectionID: "c", Key: "k"}, Holder: "h", TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.CompleteEvent(ctx, store.Completion{EventID: a.ID, Lease: a.Lease, TTL: time.Minute,
+				Audit: []store.AuditRecord{{Identity: "ana", Tool: "x"}}}); err == nil {
+				t.Fatal("an event completed without its audit row")
+			}
+			if evs, err := db.PendingEvents(ctx, "c", 0, 0); err != nil || len(evs) != 1 {
+				t.Fatalf("pending events %d, %v: the completion was committed", len(evs), err)
+			}
+			if err := db.CreateApproval(ctx, store.Approval{ID: "x", Requester: "ana", Quorum: 1, ExpiresAt: time.Now().Add(time.Hour)}); err == nil {
+				t.Fatal("a request created without its audit record")
+			}
+		})
+	}
+}
