@@ -1,4 +1,4 @@
--- v6: the audit's tamper evidence. Every audit row is a link of a hash chain: lane and seq place
+-- v7: the audit's tamper evidence. Every audit row is a link of a hash chain: lane and seq place
 -- it (seq counts from 1 in each lane), prev_id and prev name the row before it in its lane (0
 -- and '' for the first), and hash is the SHA-256 (hex) of all of it and of every field of the
 -- row (see store.AuditHash). A transaction that writes audit rows appends them to one lane,
