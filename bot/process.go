@@ -161,17 +161,7 @@ func (b *Bot) flow(ctx context.Context, w *worker, h *handling) (flows.Effects, 
 	}
 	more, err := e.Handle(ctx, in)
 	end(err)
-	return mergeEffects(fx, more), err
-}
-
-// mergeEffects is the effects of a then b.
-func mergeEffects(a, b flows.Effects) flows.Effects {
-	a.Out = append(a.Out, b.Out...)
-	a.Memory = append(a.Memory, b.Memory...)
-	a.ClearMemory = append(a.ClearMemory, b.ClearMemory...)
-	a.Audit = append(a.Audit, b.Audit...)
-	a.DeleteSession = a.DeleteSession || b.DeleteSession
-	return a
+	return fx.Then(more), err
 }
 
 // commit writes h's effects with the event's completion in one transaction (retrying while the

@@ -32,6 +32,18 @@ type Effects struct {
 	DeleteSession bool
 }
 
+// Then is the effects of e, then those of next (two handlings of one event: its connection's
+// late announcement, then the event itself). Every field is merged here, beside the struct.
+func (e Effects) Then(next Effects) Effects {
+	e.Out = append(e.Out, next.Out...)
+	e.Memory = append(e.Memory, next.Memory...)
+	e.ClearMemory = append(e.ClearMemory, next.ClearMemory...)
+	e.Audit = append(e.Audit, next.Audit...)
+	e.Badges = append(e.Badges, next.Badges...)
+	e.DeleteSession = e.DeleteSession || next.DeleteSession
+	return e
+}
+
 // Step kinds of the [Journal].
 const (
 	// StepToolCall: an MCP tool call (Server, Tool, Fingerprint).
