@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/packbot/packbot/i18n"
+	"github.com/packbot/packbot/internal/retry"
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/packs"
 	"github.com/packbot/packbot/rbac"
@@ -403,39 +404,37 @@ func (s *Service) execute(ctx context.Context, a store.Approval, approver string
 // database restart) as long as the execution's claim lasts: after it, the sweeper reports the
 // execution interrupted instead.
 func (s *Service) finish(ctx context.Context, a store.Approval, e store.Execution) (store.Approval, store.AuditRecord, error) {
-	delay := 50 * time.Millisecond
-	for {
-		done, row, err := s.st.FinishExecution(ctx, a.ID, e)
-		if err == nil || !errors.Is(err, store.ErrUnavailable) || !s.now().Add(delay).Before(a.ExecUntil) {
-			return done, row, err
-		}
-		s.log.WarnContext(ctx, "approval outcome: store unavailable; retrying", slog.String("id", a.ID), slog.Duration("in", delay))
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return done, store.AuditRecord{}, errors.Join(err, ctx.Err())
-		case <-t.C:
-		}
-		delay = min(2*delay, time.Second)
-	}
+	var done store.Approval
+	var row store.AuditRecord
+	p := retry.Policy{First: 50 * time.Millisecond, Max: time.Second, Within: a.ExecUntil.Sub(s.now()), Retryable: unavailable,
+		OnRetry: func(_ error, wait time.Duration) {
+			s.log.WarnContext(ctx, "approval outcome: store unavailable; retrying", slog.String("id", a.ID), slog.Duration("in", wait))
+		}}
+	err := p.Do(ctx, func(ctx context.Context) error {
+		var err error
+		done, row, err = s.st.FinishExecution(ctx, a.ID, e)
+		return err
+	})
+	return done, row, err
 }
+
+// unavailable: the store is restarting (worth waiting for).
+func unavailable(err error) bool { return errors.Is(err, store.ErrUnavailable) }
 
 // requester is the requester with the roles of their latest login.
 //
 // A store that is restarting is waited for (about 6 s at most): an unreadable directory is not a
 // revoked access. The store's error (store.ErrUnavailable) is returned when it stays down.
 func (s *Service) requester(ctx context.Context, identity string) (rbac.Caller, bool, error) {
-	id, err := s.st.GetIdentity(ctx, identity)
-	for delay := 50 * time.Millisecond; errors.Is(err, store.ErrUnavailable) && delay <= 4*time.Second; delay *= 2 {
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return rbac.Caller{}, false, ctx.Err()
-		case <-t.C:
-		}
+	var id store.Identity
+	p := retry.Policy{First: 50 * time.Millisecond, Within: 6500 * time.Millisecond, Retryable: unavailable}
+	err := p.Do(ctx, func(ctx context.Context) error {
+		var err error
 		id, err = s.st.GetIdentity(ctx, identity)
+		return err
+	})
+	if ctx.Err() != nil {
+		return rbac.Caller{}, false, ctx.Err()
 	}
 	if errors.Is(err, store.ErrUnavailable) {
 		return rbac.Caller{}, false, err
