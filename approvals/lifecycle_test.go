@@ -145,9 +145,10 @@ func TestRunRefreshesAfterSweep(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		var got []string
 		var once sync.Once
-		err = sweeper.Run(ctx, func(_ context.Context, ids []string) {
+		err = sweeper.Run(ctx, func(_ context.Context, ids []string) error {
 			once.Do(func() { got = ids })
 			cancel()
+			return nil
 		})
 		if err != nil || !slices.Equal(got, []string{"ana@acme.corp"}) {
 			t.Fatalf("run: %v, refreshed %q", err, got)

@@ -501,14 +501,17 @@ func (s *Service) Counts(ctx context.Context, c rbac.Caller) (mine, decidable in
 // Run sweeps until ctx ends: pending requests past their expiry become EXPIRED (the requester
 // is told), and executions whose claim ran out without an outcome become interrupted (the
 // requester is told; they never run again). After each sweep's commit, refresh is given the
-// identities whose badge counts it changed (when there are any). Any number of processes may
-// run it.
-func (s *Service) Run(ctx context.Context, refresh func(ctx context.Context, identities []string)) error {
+// identities whose badge counts it changed (when there are any); a refresh that fails is
+// logged (the badges are right again at the identities' next event). Any number of processes
+// may run it.
+func (s *Service) Run(ctx context.Context, refresh func(ctx context.Context, identities []string) error) error {
 	tick := time.NewTicker(s.every)
 	defer tick.Stop()
 	for {
 		if ids := s.Sweep(ctx); len(ids) > 0 && refresh != nil {
-			refresh(ctx, ids)
+			if err := refresh(ctx, ids); err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "refresh badges after a sweep", slog.Int("identities", len(ids)), slog.Any("err", err))
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -112,8 +112,15 @@ var errNoConnection = errors.New("the recipient has no connection")
 // deliverOne sends m: a message to one connection as it is, a notice to its recipient's most
 // recent connection that accepts it (translated for that connection).
 func (b *Bot) deliverOne(ctx context.Context, m store.OutboxMessage, cache map[string][]store.Session) error {
-	if m.Kind == approvals.OfferKind {
+	switch m.Kind {
+	case approvals.OfferKind:
 		return b.deliverOffer(ctx, m, cache)
+	case kindRefresh:
+		// A badge refresh whose event's worker did not get to it (a crash, a store outage).
+		if err := b.RefreshMenus(ctx, []string{m.Identity}); err != nil {
+			return fmt.Errorf("refresh menus: %w", err)
+		}
+		return nil
 	}
 	if m.Kind == kindOut {
 		var o channel.Outbound
@@ -173,10 +180,11 @@ func backoff(attempts int) time.Duration {
 // RefreshMenus is told that the badge counts of identities may have changed: every replica
 // forgets their cached counts, and each of their connections re-sends its menu if it changed,
 // through the inbox (in order with the connection's other events, on the replica that holds
-// it).
-func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
+// it). The error joins those of the identities whose refresh could not be stored (each logged).
+func (b *Bot) RefreshMenus(ctx context.Context, identities []string) error {
 	b.invalidate(ctx, identities)
 	seen := map[string]bool{}
+	var errs []error
 	for _, id := range identities {
 		if id == "" || seen[id] {
 			continue
@@ -190,6 +198,7 @@ func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
 		})
 		if err != nil {
 			b.log.WarnContext(ctx, "refresh menus", slog.String("identity", id), slog.Any("err", err))
+			errs = append(errs, err)
 			continue
 		}
 		for _, s := range ss {
@@ -197,9 +206,11 @@ func (b *Bot) RefreshMenus(ctx context.Context, identities []string) {
 			ev := store.InboxEvent{ConnectionID: s.ConnectionID, Kind: kindRefreshMenu, Payload: payload}
 			if _, err := b.accept(ctx, ev, nil, ""); err != nil {
 				b.log.WarnContext(ctx, "refresh menu", slog.String("connection", logid.Conn(s.ConnectionID)), slog.Any("err", err))
+				errs = append(errs, err)
 			}
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // markUndelivered records whether identity has notices its connections refused.

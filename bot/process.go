@@ -52,9 +52,11 @@ type handling struct {
 	// before is the session as loaded; cur, as the flow leaves it.
 	before, cur store.Session
 	fx          flows.Effects
-	// written: cur is written with the completion; ids are the outbox ids of fx.Out.
-	written bool
-	ids     []int64
+	// written: cur is written with the completion; ids are the outbox ids of fx.Out, then of
+	// refresh (the badge refreshes of fx.Badges).
+	written     bool
+	refreshRows []store.OutboxMessage
+	ids         []int64
 }
 
 // process handles one event in four steps: prepare (the session, and whether the event is
@@ -174,7 +176,8 @@ func (b *Bot) commit(ctx context.Context, w *worker, h *handling) outcome {
 	if err != nil {
 		return b.fail(ctx, w, h.it, err.Error())
 	}
-	c.Outbox = out
+	h.refreshRows = refreshRows(h.fx.Badges, now)
+	c.Outbox = append(out, h.refreshRows...)
 	ids, at, o := b.complete(ctx, w, c)
 	switch o {
 	case outcomeDone:
@@ -239,8 +242,9 @@ func (h *handling) committed(now, at time.Time) *store.Session {
 // holds for them (a notice put off while they were away, or refused by a connection that is
 // back). A new worker means the connection was idle, or the bot restarted.
 func (b *Bot) deliverReplies(ctx context.Context, w *worker, h *handling) {
-	b.deliverOut(ctx, w, h.fx.Out, h.ids)
-	b.refreshBadges(ctx, h.fx.Badges)
+	n := min(len(h.fx.Out), len(h.ids))
+	b.deliverOut(ctx, w, h.fx.Out, h.ids[:n])
+	b.refreshBadges(ctx, h.refreshRows, h.ids[n:])
 	cur, before := h.cur, h.before
 	if cur.Authenticated && (!before.Authenticated || before.Identity != cur.Identity || h.it.kind == channel.KindConnectionReady ||
 		h.announce || w.fresh || b.waiting(cur.Identity)) {
