@@ -246,7 +246,9 @@ func (r *runner) step(ctx context.Context, st Step) error {
 	case Clock:
 		r.w.Offset.Add(int64(st.Advance))
 		if ids := r.w.appr.Sweep(ctx); len(ids) > 0 {
-			r.w.Bot.RefreshMenus(ctx, ids)
+			if err := r.w.Bot.RefreshMenus(ctx, ids); err != nil {
+				return fmt.Errorf("refresh the badges after a sweep: %w", err)
+			}
 		}
 	case Audit:
 		rows, err := r.w.st.ListAudit(ctx, store.AuditQuery{Identity: st.Text, Tool: st.Tool, Limit: 1})
