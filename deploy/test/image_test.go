@@ -8,6 +8,7 @@ package deploytest
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,14 +40,24 @@ func TestImage(t *testing.T) {
 	})
 
 	// The scripted model, from the same image.
-	podman(t, "run", "-d", "--name", "pbimg-llm-"+id, "--network", net, "--network-alias", "llm", "--read-only",
+	// Each container at a fixed address of the network: a name (--network-alias) is registered
+	// with podman's DNS only as its container starts, and a lookup that misses it goes to the
+	// host's resolver, which has no network here: 20 s lost, a DIDComm connection or a model
+	// call given up (1 run in 4 with names).
+	llmIP, botIP, walletIP := hostInNetwork(t, net, 201), hostInNetwork(t, net, 202), hostInNetwork(t, net, 200)
+	podman(t, "run", "-d", "--name", "pbimg-llm-"+id, "--network", net, "--ip", llmIP, "--read-only",
 		image, "dev", "llm", "--http", "0.0.0.0:8090")
 	// The bot: nothing but the image's defaults, its public URL, the model and a read-only root.
 	port := freePort(t)
 	bot := "pbimg-bot-" + id
-	podman(t, "run", "-d", "--name", bot, "--network", net, "--network-alias", "bot", "--read-only",
+	podman(t, "run", "-d", "--name", bot, "--network", net, "--ip", botIP, "--read-only",
 		"-v", vol+":/var/lib/packbot/data", "-p", fmt.Sprintf("127.0.0.1:%d:8080", port),
-		"-e", "PACKBOT_PUBLIC_URL=http://bot:8080", "-e", "OPENAI_BASE_URL=http://llm:8090/v1", image)
+		"-e", "PACKBOT_PUBLIC_URL=http://"+botIP+":8080", "-e", "OPENAI_BASE_URL=http://"+llmIP+":8090/v1", image)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the bot's log:\n%s", logs(bot))
+		}
+	})
 	ctx := ctxFor(t, 3*time.Minute)
 	if err := waitFor(ctx, "the bot's /readyz", func() bool { return status(fmt.Sprintf("http://127.0.0.1:%d/readyz", port)) == 200 }); err != nil {
 		t.Fatalf("%v\n%s", err, logs(bot))
@@ -70,9 +81,9 @@ func TestImage(t *testing.T) {
 	issue(t, wdir, filepath.Join(dir, "ana.json"), "ana@acme.corp", "employee")
 	chownData(t, dir)
 	w := startWallet(t, "ana", exec.Command("podman", "run", "-i", "--rm", "--name", "pbimg-wallet-"+id,
-		"--network", net, "--network-alias", "wallet", "--read-only", "-v", dir+":/var/lib/packbot/data",
-		image, "wallet", "--scripted", "--data-dir", "ana", "--http", "0.0.0.0:7000", "--endpoint", "http://wallet:7000",
-		"--invitation", "http://bot:8080/invitation", "--credential", "ana.json", "--name", "Ana"))
+		"--network", net, "--ip", walletIP, "--read-only", "-v", dir+":/var/lib/packbot/data",
+		image, "wallet", "--scripted", "--data-dir", "ana", "--http", "0.0.0.0:7000", "--endpoint", "http://"+walletIP+":7000",
+		"--invitation", "http://"+botIP+":8080/invitation", "--credential", "ana.json", "--name", "Ana"))
 	w.login()
 	w.say(`/call get_exchange_rate {"from":"EUR","to":"USD"}`, `"to":"USD"`)
 	w.say(`get_exchange_rate {"from":"EUR","to":"GBP"}`, "get_exchange_rate said:")
@@ -86,6 +97,19 @@ func TestImage(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "ana", "state.json")); err != nil {
 		t.Fatalf("the wallet kept no state in its volume: %v", err)
 	}
+}
+
+// hostInNetwork returns the address numbered n in the IPv4 subnet of podman network net.
+func hostInNetwork(t *testing.T, net string, n int) string {
+	t.Helper()
+	cidr := podman(t, "network", "inspect", "--format", "{{range .Subnets}}{{.Subnet}} {{end}}", net)
+	p, err := netip.ParsePrefix(strings.Fields(cidr + " ")[0])
+	if err != nil || !p.Addr().Is4() || p.Bits() > 24 {
+		t.Fatalf("network %s: subnet %q, want an IPv4 /24 or larger (%v)", net, cidr, err)
+	}
+	a := p.Masked().Addr().As4()
+	a[3] = byte(n)
+	return netip.AddrFrom4(a).String()
 }
 
 // logs returns a container's last log lines, for failure messages.
