@@ -11,8 +11,10 @@ import (
 // httpLimits bound what one client can hold of a listener: every request is read, and its
 // answer written, in bounded time; an idle keep-alive connection is closed; headers are small;
 // at most MaxConns connections are open at once (more wait in the kernel's backlog), and at
-// most MaxConnsPerClient from one address (more are closed at once, so that one client cannot
-// hold every slot). packbot's routes are all short (webhooks, DIDComm envelopes, the OAuth
+// most MaxConnsPerClient from one address have not sent their first request's headers yet
+// (more are closed at once, so that one client stalling its headers cannot hold every slot;
+// connections that have sent a request are not counted: a VS Agent or a proxy keeps many busy
+// ones). packbot's routes are all short (webhooks, DIDComm envelopes, the OAuth
 // callback, metrics).
 type httpLimits struct {
 	ReadHeader, Read, Write, Idle time.Duration
@@ -56,11 +58,17 @@ func newHTTPServer(ctx context.Context, h http.Handler, l httpLimits) *http.Serv
 		IdleTimeout:       l.Idle,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnState: func(c net.Conn, s http.ConnState) {
+			if lc, ok := c.(*limitedConn); ok && s != http.StateNew {
+				lc.leaveClient() // its first request's headers were read (or it ended)
+			}
+		},
 	}
 }
 
 // limitListener accepts at most l.MaxConns connections open at once, and at most
-// l.MaxConnsPerClient from one IP address; over returns (when not nil) is told of a connection
+// l.MaxConnsPerClient from one IP address that have not sent a request yet (a server made by
+// newHTTPServer tells the listener's connections when they have); over (when not nil) is told of a connection
 // closed because its address was over its limit.
 func limitListener(ln net.Listener, l httpLimits, over func(net.Addr)) net.Listener {
 	if l.MaxConns <= 0 && l.MaxConnsPerClient <= 0 {
@@ -84,7 +92,7 @@ type limitedListener struct {
 	perClient int
 	over      func(net.Addr)
 	mu        sync.Mutex
-	clients   map[string]int // open connections by IP address
+	clients   map[string]int // connections without a request yet, by IP address
 }
 
 // Accept waits for a free slot, then for a connection; closing the connection frees the slot.
@@ -112,7 +120,7 @@ func (l *limitedListener) Accept() (net.Conn, error) {
 			}
 			continue
 		}
-		return &limitedConn{Conn: c, release: func() { l.leave(client); l.freeSlot() }}, nil
+		return &limitedConn{Conn: c, client: func() { l.leave(client) }, slot: l.freeSlot}, nil
 	}
 }
 
@@ -159,12 +167,16 @@ func (l *limitedListener) Close() error {
 
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	clientOnce, slotOnce sync.Once
+	client, slot         func()
 }
+
+// leaveClient uncounts the connection from its address's (once): it sent a request.
+func (c *limitedConn) leaveClient() { c.clientOnce.Do(c.client) }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.leaveClient()
+	c.slotOnce.Do(c.slot)
 	return err
 }

@@ -200,3 +200,63 @@ func TestLimitListenerPerClient(t *testing.T) {
 	for range accepted {
 	}
 }
+
+// TestPerClientCountsOnlyStalled: the limit per address counts the connections that have not
+// sent a request yet. One address (a VS Agent posting webhooks, a proxy) keeps five busy
+// keep-alive connections with a limit of two, and each of them asks again; two more that stall
+// their headers hold the limit, and the next is closed at once.
+func TestPerClientCountsOnlyStalled(t *testing.T) {
+	l := defaultHTTPLimits()
+	l.MaxConnsPerClient = 2
+	addr := startLimited(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }), l)
+	ask := func(c net.Conn, r *bufio.Reader) error {
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: bot\r\n\r\n"); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return err
+	}
+	type kept struct {
+		c net.Conn
+		r *bufio.Reader
+	}
+	var busy []kept
+	for i := range 5 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		k := kept{c, bufio.NewReader(c)}
+		if err := ask(k.c, k.r); err != nil {
+			t.Fatalf("busy connection %d: %v", i, err)
+		}
+		busy = append(busy, k)
+	}
+	for i, k := range busy {
+		if err := ask(k.c, k.r); err != nil {
+			t.Fatalf("busy connection %d, second request: %v", i, err)
+		}
+	}
+	var stalled []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		stalled = append(stalled, c)
+	}
+	closedByServer(t, stalled[2], 10*time.Second)
+	if err := ask(busy[0].c, busy[0].r); err != nil {
+		t.Fatalf("a busy connection while the address holds its limit of stalled ones: %v", err)
+	}
+}

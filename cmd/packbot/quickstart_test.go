@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,6 +150,12 @@ func TestQuickStart(t *testing.T) {
 				t.Logf("terminal %s:\n%s", w, out)
 			}
 		}
+		// What the terminals run goes with them: serve ignores the SIGHUP of a closing terminal
+		// (it re-reads the pack), so it would outlive the tmux server.
+		panes, _ := exec.Command("tmux", "-L", m.sock, "list-panes", "-a", "-F", "#{pane_pid}").Output()
+		for _, pid := range strings.Fields(string(panes)) {
+			killTree(pid)
+		}
 		_ = exec.Command("tmux", "-L", m.sock, "kill-server").Run()
 	})
 	for _, w := range []string{"llm", "bot", "ana", "bob"} {
@@ -218,6 +225,17 @@ func checkServeKey(t *testing.T, m *terminals) {
 		}
 	}
 	t.Fatalf("serve's MCP_CONFIG_ENCRYPTION_KEY is not one 64-hex key")
+}
+
+// killTree kills (SIGKILL) the processes under pid, children first, then pid itself.
+func killTree(pid string) {
+	children, _ := os.ReadFile(fmt.Sprintf("/proc/%s/task/%s/children", pid, pid))
+	for _, c := range strings.Fields(string(children)) {
+		killTree(c)
+	}
+	if n, err := strconv.Atoi(pid); err == nil {
+		_ = syscall.Kill(n, syscall.SIGKILL)
+	}
 }
 
 // waitFile waits until another process wrote a whole credential into path.
