@@ -32,10 +32,11 @@ func defaultHTTPLimits() httpLimits {
 	}
 }
 
-// defaultConnsPerClient is how many connections one address may hold on the public listener
-// (PACKBOT_PUBLIC_CONNS_PER_CLIENT): far more than a wallet or browser opens, far fewer than
-// the listener's MaxConns.
-const defaultConnsPerClient = 128
+// defaultConnsPerClient is how many connections without a request yet one address may hold on
+// the public listener (PACKBOT_PUBLIC_CONNS_PER_CLIENT): far more than a wallet or browser
+// opens, or a VS Agent opens at once when a burst of webhooks comes (200 at the refdriver's
+// step; 128 cut it off), and half the listener's MaxConns, so that the others still get in.
+const defaultConnsPerClient = 512
 
 // publicHTTPLimits are the limits of the public listener, which anyone may reach: a shorter
 // header timeout (wallets and browsers send their headers at once), and perClient connections
