@@ -57,6 +57,7 @@ func (c *conversation) mayHaveLater() bool {
 
 // Send delivers msgs now, in order.
 func (c *conversation) Send(ctx context.Context, msgs ...channel.Outbound) error {
+	c.w.awaitDelivered()
 	for _, m := range msgs {
 		if err := channel.Send(ctx, c.b.ch, c.w.conn, m); err != nil {
 			return err

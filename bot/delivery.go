@@ -36,8 +36,10 @@ func dropped(err error) bool {
 }
 
 // deliverOut sends an event's messages, in order, right after their commit; each is marked
-// delivered (its outbox row removed, committed) before the next goes out, so that a crash
-// re-sends at most the one the channel was taking. A message the channel does not take is left
+// delivered (its outbox row removed, committed) before the worker sends anything else, so that
+// a crash re-sends at most one message per connection: the one whose mark was being committed.
+// The last mark is committed while the worker goes on to its next event (see
+// worker.markDelivered). A message the channel does not take is left
 // to the outbox deliverer, with the ones after it. While the connection may have older messages
 // in the outbox (see worker.backlog), the event's messages go out with them, in order.
 func (b *Bot) deliverOut(ctx context.Context, w *worker, msgs []channel.Outbound, ids []int64) {
@@ -49,6 +51,7 @@ func (b *Bot) deliverOut(ctx context.Context, w *worker, msgs []channel.Outbound
 		if i >= len(ids) {
 			return
 		}
+		w.awaitDelivered()
 		err := channel.Send(ctx, b.ch, w.conn, o)
 		if err != nil && !dropped(err) {
 			w.log.WarnContext(ctx, "message not delivered; the outbox will retry", slog.String("type", o.Type()), slog.String("id", o.ID()), slog.Any("err", err))
@@ -59,7 +62,29 @@ func (b *Bot) deliverOut(ctx context.Context, w *worker, msgs []channel.Outbound
 		if err != nil {
 			w.log.WarnContext(ctx, "message dropped", slog.String("type", o.Type()), slog.String("id", o.ID()), slog.Any("err", err))
 		}
-		b.delivered(ctx, ids[i])
+		w.markDelivered(ctx, ids[i])
+	}
+}
+
+// markDelivered marks the outbox message id delivered in the background, after the previous
+// mark of the worker was committed: the commit overlaps the worker's next event (its accept,
+// its model call), and every send of the worker waits for it first (awaitDelivered), so that
+// at most one message of the connection is ever sent and not yet marked.
+func (w *worker) markDelivered(ctx context.Context, id int64) {
+	w.awaitDelivered()
+	done := make(chan struct{})
+	w.marking = done
+	go func() {
+		defer close(done)
+		w.b.delivered(ctx, id)
+	}()
+}
+
+// awaitDelivered waits until the worker's last mark (if any) is committed, or given up.
+func (w *worker) awaitDelivered() {
+	if w.marking != nil {
+		<-w.marking
+		w.marking = nil
 	}
 }
 
@@ -103,6 +128,7 @@ const backlogHorizon = 24 * time.Hour
 // whether none is left. A message the channel does not take is left to the outbox deliverer,
 // with the ones after it.
 func (b *Bot) flushConnection(ctx context.Context, w *worker) bool {
+	w.awaitDelivered() // a message being marked must not be claimed again
 	for {
 		now := b.now()
 		msgs, err := b.st.ClaimOutbox(ctx, store.OutboxClaim{ConnectionID: w.conn, Now: now, DueBy: now.Add(backlogHorizon),

@@ -66,6 +66,8 @@ type worker struct {
 	backlog bool
 	// memory is the connection's own chat memory, kept while the lease is held.
 	memory connMemory
+	// marking is closed when the worker's last delivered mark is committed (nil: none pending).
+	marking chan struct{}
 }
 
 // spawn starts the worker of conn (b.mu held). l is the lease when the caller just took it.
@@ -124,6 +126,7 @@ func (w *worker) run() {
 	b := w.b
 	defer b.wg.Done()
 	defer b.stats.Workers.Add(-1)
+	defer w.awaitDelivered()
 	ctx := b.work
 	idle := time.NewTimer(b.idle)
 	defer idle.Stop()
@@ -365,6 +368,7 @@ func (w *worker) release(ctx context.Context) bool {
 	if busy {
 		return false
 	}
+	w.awaitDelivered() // the next holder must not find the message being marked in the outbox
 	released, err := b.st.ReleaseLease(ctx, w.lease, b.now())
 	if err != nil {
 		if ctx.Err() == nil {
