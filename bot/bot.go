@@ -108,6 +108,7 @@ type Bot struct {
 	cancelWork context.CancelFunc
 
 	kick  chan string // identities whose outbox should be delivered now
+	marks chan mark   // delivered marks for the marker (see markLoop)
 	stats Stats
 	// unknown paces the log lines about events of unknown connections (anyone who reaches an
 	// unauthenticated webhook can make them).
@@ -128,7 +129,7 @@ func New(cfg Config) (*Bot, error) {
 		drain: cfg.DrainTimeout, leaseTTL: cfg.LeaseTTL, idle: cfg.Idle, acceptWait: cfg.AcceptWait,
 		every: cfg.OutboxInterval, retryAfter: cfg.RetryAfter, maxAttempts: cfg.MaxAttempts,
 		workers: map[string]*worker{}, taking: map[string]chan struct{}{}, live: make(chan struct{}),
-		kick: make(chan string, 256), undelivered: map[string]bool{}, unknown: sparseLog{every: time.Second},
+		kick: make(chan string, 256), marks: make(chan mark, markQueue), undelivered: map[string]bool{}, unknown: sparseLog{every: time.Second},
 	}
 	if cfg.Flows != nil {
 		b.engine.Store(&engineRef{e: cfg.Flows})
@@ -360,6 +361,10 @@ func (b *Bot) Run(ctx context.Context) error {
 	close(b.live)
 	b.log.InfoContext(ctx, "bot running", slog.Bool("bus", b.bus != nil))
 
+	// The marker outlives the workers: it stops only once they have all finished.
+	mctx, stopMarker := context.WithCancel(context.WithoutCancel(ctx))
+	marker := make(chan struct{})
+	go func() { defer close(marker); b.markLoop(mctx) }()
 	var bg sync.WaitGroup
 	for _, loop := range []func(context.Context){b.deliverLoop, b.heartbeatLoop, b.renewLoop, b.takeoverLoop, b.purgeLoop, b.listenLoop} {
 		bg.Add(1)
@@ -385,6 +390,8 @@ func (b *Bot) Run(ctx context.Context) error {
 		b.cancelWork()
 		<-drained
 	}
+	stopMarker()
+	<-marker
 	bg.Wait()
 	// Give the connections up at once rather than when the leases expire.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

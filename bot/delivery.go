@@ -69,15 +69,66 @@ func (b *Bot) deliverOut(ctx context.Context, w *worker, msgs []channel.Outbound
 // markDelivered marks the outbox message id delivered in the background, after the previous
 // mark of the worker was committed: the commit overlaps the worker's next event (its accept,
 // its model call), and every send of the worker waits for it first (awaitDelivered), so that
-// at most one message of the connection is ever sent and not yet marked.
+// at most one message of the connection is ever sent and not yet marked. The marker commits the
+// marks of all workers that are waiting at once in one transaction.
 func (w *worker) markDelivered(ctx context.Context, id int64) {
 	w.awaitDelivered()
 	done := make(chan struct{})
-	w.marking = done
-	go func() {
-		defer close(done)
-		w.b.delivered(ctx, id)
-	}()
+	select {
+	case w.b.marks <- mark{id: id, done: done}:
+		w.marking = done
+	case <-ctx.Done():
+		w.b.delivered(ctx, id) // stopping: at once
+	}
+}
+
+// mark is a delivered outbox message's id; done is closed once its removal is committed (or
+// given up).
+type mark struct {
+	id   int64
+	done chan struct{}
+}
+
+// markQueue bounds the marks waiting for the marker (one per worker at most: a worker waits for
+// its last mark before its next send).
+const markQueue = 4096
+
+// markLoop commits the workers' delivered marks: each round takes every mark waiting, removes
+// them in one transaction, and tells their workers. It returns when ctx ends and no mark is
+// waiting (Run stops it once the workers are gone).
+func (b *Bot) markLoop(ctx context.Context) {
+	var batch []mark
+	for {
+		batch = batch[:0]
+		select {
+		case m := <-b.marks:
+			batch = append(batch, m)
+		case <-ctx.Done():
+			select {
+			case m := <-b.marks:
+				batch = append(batch, m)
+			default:
+				return
+			}
+		}
+	more:
+		for len(batch) < outboxBatch {
+			select {
+			case m := <-b.marks:
+				batch = append(batch, m)
+			default:
+				break more
+			}
+		}
+		ids := make([]int64, len(batch))
+		for i, m := range batch {
+			ids[i] = m.id
+		}
+		b.delivered(ctx, ids...)
+		for _, m := range batch {
+			close(m.done)
+		}
+	}
 }
 
 // awaitDelivered waits until the worker's last mark (if any) is committed, or given up.
