@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/hyperledger/aries-framework-go/pkg/didcomm/common/service"
 	"github.com/hyperledger/aries-framework-go/pkg/doc/did"
 	vdrapi "github.com/hyperledger/aries-framework-go/pkg/framework/aries/api/vdr"
 	"github.com/hyperledger/aries-framework-go/pkg/vdr/peer"
@@ -43,6 +44,7 @@ func (v *cachedPeerVDR) Read(id string, opts ...vdrapi.DIDMethodOption) (*did.Do
 	if err != nil {
 		return nil, err
 	}
+	primeDestination(r.DIDDocument)
 	v.mu.Lock()
 	if len(v.docs) >= peerCacheSize {
 		for k := range v.docs { // drop an arbitrary entry; it is read again when needed
@@ -53,6 +55,16 @@ func (v *cachedPeerVDR) Read(id string, opts ...vdrapi.DIDMethodOption) (*did.Do
 	v.docs[id] = r
 	v.mu.Unlock()
 	return r, nil
+}
+
+// primeDestination makes the changes to doc that afgo's service.CreateDestination makes to the
+// document it is given (a DIDComm service without "accept" gets the default one), before doc is
+// shared: every caller gets the same cached document, and afgo's protocol goroutines and the
+// send path make destinations from it at the same time (a data race the send stress found).
+func primeDestination(doc *did.Doc) {
+	if doc != nil {
+		_, _ = service.CreateDestination(doc) // a document without a DIDComm service: nothing to prime
+	}
 }
 
 func (v *cachedPeerVDR) forget(id string) {
