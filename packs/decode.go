@@ -316,29 +316,37 @@ func suggest(key string, names []string) string {
 		if strings.EqualFold(n, key) {
 			return n
 		}
-		if dist := levenshtein(strings.ToLower(key), strings.ToLower(n)); dist < bestD {
+		if dist := EditDistance(strings.ToLower(key), strings.ToLower(n)); dist < bestD {
 			best, bestD = n, dist
 		}
 	}
 	return best
 }
 
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+// EditDistance is the optimal string alignment distance between a and b: the fewest
+// single-rune insertions, deletions, substitutions and transpositions (the typo measure of the
+// pack's "did you mean" hints and of packs/namecheck).
+func EditDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev2 := make([]int, len(rb)+1)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
 	for j := range prev {
 		prev[j] = j
 	}
-	for i := 1; i <= len(a); i++ {
+	for i := 1; i <= len(ra); i++ {
 		cur[0] = i
-		for j := 1; j <= len(b); j++ {
+		for j := 1; j <= len(rb); j++ {
 			cost := 1
-			if a[i-1] == b[j-1] {
+			if ra[i-1] == rb[j-1] {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
-	return prev[len(b)]
+	return prev[len(rb)]
 }

@@ -188,35 +188,9 @@ func Gate(s *packs.Server, tools []string) ([]Finding, error) {
 func Closest(name string, names []string) string {
 	best, bestD := "", -1
 	for _, n := range slices.Sorted(slices.Values(names)) {
-		if d := distance(strings.ToLower(name), strings.ToLower(n)); bestD < 0 || d < bestD {
+		if d := packs.EditDistance(strings.ToLower(name), strings.ToLower(n)); bestD < 0 || d < bestD {
 			best, bestD = n, d
 		}
 	}
 	return best
-}
-
-// distance is the optimal string alignment distance between a and b (runes).
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev2 := make([]int, len(rb)+1)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(rb)]
 }
