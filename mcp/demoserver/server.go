@@ -165,7 +165,9 @@ func (s *Server) RunHTTP(ctx context.Context, ln net.Listener) error {
 	case err = <-served:
 		err = fmt.Errorf("serve http: %w", err)
 	case <-ctx.Done():
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		// Beyond 5 s: Shutdown closes a connection that never sent a request (a client's
+		// spare dial) only once it is 5 s old, so a 5 s deadline could expire on one.
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if serr := hs.Shutdown(shutdownCtx); serr != nil {
 			err = fmt.Errorf("shut down http: %w", serr)

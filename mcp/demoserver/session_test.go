@@ -158,14 +158,7 @@ func TestRunStdioContext(t *testing.T) {
 // TestRunHTTP serves on a real listener and checks that cancelling ctx ends open sessions and
 // returns nil.
 func TestRunHTTP(t *testing.T) {
-	srv := demoserver.New(&demoserver.Options{Token: testToken})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- srv.RunHTTP(ctx, ln) }()
+	ln, cancel, done := runHTTP(t)
 	base := "http://" + ln.Addr().String()
 	streamable := connect(t, &mcp.StreamableClientTransport{Endpoint: base + demoserver.PathStreamable, HTTPClient: bearerClient(testToken), MaxRetries: -1}, nil)
 	sse := connect(t, &mcp.SSEClientTransport{Endpoint: base + demoserver.PathSSE, HTTPClient: bearerClient(testToken)}, nil)
@@ -182,4 +175,40 @@ func TestRunHTTP(t *testing.T) {
 	if _, err := streamable.ListTools(t.Context(), nil); err == nil {
 		t.Error("streamable session still answers after RunHTTP returned")
 	}
+}
+
+// TestRunHTTPSpareConnection: a client's connection that never sent a request (a spare dial
+// kept by its transport) does not turn a shutdown into an error.
+func TestRunHTTPSpareConnection(t *testing.T) {
+	ln, cancel, done := runHTTP(t)
+	spare, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spare.Close()
+	// A request on another connection shows the server has accepted the spare one too.
+	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + demoserver.PathStreamable, HTTPClient: bearerClient(testToken), MaxRetries: -1}, nil)
+	if err := cs.Ping(t.Context(), nil); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("RunHTTP after cancel with a spare connection open = %v, want nil", err)
+	}
+}
+
+// runHTTP serves a demo server with RunHTTP on a loopback listener until cancel; done receives
+// what RunHTTP returned.
+func runHTTP(t *testing.T) (ln net.Listener, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	srv := demoserver.New(&demoserver.Options{Token: testToken})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	ended := make(chan error, 1)
+	go func() { ended <- srv.RunHTTP(ctx, ln) }()
+	return ln, cancel, ended
 }
