@@ -185,7 +185,7 @@ func TestRunHTTPSpareConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer spare.Close()
+	defer func() { _ = spare.Close() }()
 	// A request on another connection shows the server has accepted the spare one too.
 	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + demoserver.PathStreamable, HTTPClient: bearerClient(testToken), MaxRetries: -1}, nil)
 	if err := cs.Ping(t.Context(), nil); err != nil {
