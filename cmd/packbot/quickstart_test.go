@@ -189,7 +189,9 @@ func TestQuickStart(t *testing.T) {
 
 	wallet("bob")
 	bob := blocks["bob types"]
-	for i, want := range []string{"Present it? [y/n]", "the bot accepted the credential", "question:", "question:", ""} {
+	// After "y", the menu of a logged-in Bob (its approvals item) before the next `:m 1`: the
+	// greeting comes first, and `:m 1` on the old menu would pick its login item.
+	for i, want := range []string{"Present it? [y/n]", "Authenticated as Bob", "question:", "question:", ""} {
 		m.typeLine("bob", bob[i], want)
 	}
 	// Approved: Ana is told the transfer's result (APPROVAL_APPROVED_RESULT), and her menu no
