@@ -32,9 +32,10 @@ const (
 
 	// SQLite appends in Go (appendAuditSQLite), inside its transaction, which holds the
 	// database's write lock: one lane is enough.
-	qAuditFirstLane = `SELECT lane, seq, id, hash FROM audit_lanes ORDER BY lane LIMIT 1`
-	// qAuditNextID is the id SQLite's AUTOINCREMENT would give the next row.
-	qAuditNextID     = `SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0), COALESCE((SELECT MAX(id) FROM audit), 0)) + 1`
+	// qAuditFirstLane reads the first lane's head and the id SQLite's AUTOINCREMENT would give
+	// the next row, in one statement.
+	qAuditFirstLane = `SELECT lane, seq, id, hash, MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0),
+	COALESCE((SELECT MAX(id) FROM audit), 0)) + 1 FROM audit_lanes ORDER BY lane LIMIT 1`
 	qInsertAuditLink = `INSERT INTO audit (id, lane, seq, prev_id, prev, hash, ` + auditDataColumns + `)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
 	qAdvanceLane = `UPDATE audit_lanes SET seq = $2, id = $3, hash = $4 WHERE lane = $1`
@@ -196,12 +197,9 @@ func appendAudit(ctx context.Context, c conn, now time.Time, rows []store.AuditR
 // in Go; c is a transaction (it holds SQLite's write lock).
 func appendAuditSQLite(ctx context.Context, c conn, rows []store.AuditRecord) error {
 	var head store.AuditLane
-	if err := c.queryRow(ctx, qAuditFirstLane).Scan(&head.Lane, &head.Seq, &head.ID, &head.Hash); err != nil {
-		return fmt.Errorf("audit lane: %w", err)
-	}
 	var next int64
-	if err := c.queryRow(ctx, qAuditNextID).Scan(&next); err != nil {
-		return fmt.Errorf("audit id: %w", err)
+	if err := c.queryRow(ctx, qAuditFirstLane).Scan(&head.Lane, &head.Seq, &head.ID, &head.Hash, &next); err != nil {
+		return fmt.Errorf("audit lane: %w", err)
 	}
 	for i := range rows {
 		r := &rows[i]
