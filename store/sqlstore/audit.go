@@ -3,7 +3,9 @@ package sqlstore
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -30,14 +32,17 @@ const (
 	auditDataColumns = `at, identity, roles, server, tool, args_fingerprint, decision, approval_id, outcome, latency_ns,
 	error, result_fingerprint, event, detail`
 
-	// SQLite appends in Go (appendAuditSQLite), inside its transaction, which holds the
-	// database's write lock: one lane is enough.
-	// qAuditFirstLane reads the first lane's head and the id SQLite's AUTOINCREMENT would give
-	// the next row, in one statement.
-	qAuditFirstLane = `SELECT lane, seq, id, hash, MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0),
-	COALESCE((SELECT MAX(id) FROM audit), 0)) + 1 FROM audit_lanes ORDER BY lane LIMIT 1`
-	qInsertAuditLink = `INSERT INTO audit (id, lane, seq, prev_id, prev, hash, ` + auditDataColumns + `)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+	// SQLite appends in appendAuditSQLite, inside its transaction, which holds the database's
+	// write lock: one lane is enough. qAppendAuditSQLite appends one row (the parameters of
+	// auditDataColumns, $1…$14) after the first lane's head, with the id AUTOINCREMENT would give
+	// it and its hash (packbot_audit_hash, see sqliteAuditHash); the trigger audit_link
+	// (migration 008) checks the link and moves the head.
+	qAppendAuditSQLite = `INSERT INTO audit (id, lane, seq, prev_id, prev, hash, ` + auditDataColumns + `)
+	SELECT n.id, l.lane, l.seq + 1, l.id, l.hash, packbot_audit_hash(l.hash, l.lane, l.seq + 1, n.id, l.id, $1, $2, $3, $4,
+		$5, $6, $7, $8, $9, $10, $11, $12, $13, $14), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14
+	FROM (SELECT lane, seq, id, hash FROM audit_lanes ORDER BY lane LIMIT 1) l,
+		(SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0), COALESCE((SELECT MAX(id) FROM audit), 0)) + 1 AS id) n
+	RETURNING id, lane, seq, prev_id, prev, hash`
 	qAdvanceLane = `UPDATE audit_lanes SET seq = $2, id = $3, hash = $4 WHERE lane = $1`
 
 	qGetAudit   = `SELECT ` + auditColumns + ` FROM audit WHERE id = $1`
@@ -193,27 +198,20 @@ func appendAudit(ctx context.Context, c conn, now time.Time, rows []store.AuditR
 	return rows, nil
 }
 
-// appendAuditSQLite appends rows (stamped) to the first lane, computing their ids and hashes
-// in Go; c is a transaction (it holds SQLite's write lock).
+// appendAuditSQLite appends rows (stamped) to the first lane, one statement each
+// (qAppendAuditSQLite); c is a transaction (it holds SQLite's write lock).
 func appendAuditSQLite(ctx context.Context, c conn, rows []store.AuditRecord) error {
-	var head store.AuditLane
-	var next int64
-	if err := c.queryRow(ctx, qAuditFirstLane).Scan(&head.Lane, &head.Seq, &head.ID, &head.Hash, &next); err != nil {
-		return fmt.Errorf("audit lane: %w", err)
-	}
 	for i := range rows {
 		r := &rows[i]
-		r.ID = next + int64(i)
-		r.Link = store.AuditLink{Lane: head.Lane, Seq: head.Seq + 1, PrevID: head.ID, Prev: head.Hash}
-		r.Hash = store.AuditHash(*r)
-		if _, err := c.exec(ctx, qInsertAuditLink, append([]any{r.ID, r.Link.Lane, r.Link.Seq, r.Link.PrevID, r.Link.Prev, r.Hash},
-			auditDataArgs(*r)...)...); err != nil {
-			return err
+		err := c.queryRow(ctx, qAppendAuditSQLite, auditDataArgs(*r)...).Scan(&r.ID, &r.Link.Lane, &r.Link.Seq, &r.Link.PrevID, &r.Link.Prev, &r.Hash)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errors.New("audit: no lane to append to (audit_lanes is empty)")
 		}
-		head = store.AuditLane{Lane: head.Lane, Seq: r.Link.Seq, ID: r.ID, Hash: r.Hash}
+		if err != nil {
+			return fmt.Errorf("append audit row: %w", err)
+		}
 	}
-	_, err := c.exec(ctx, qAdvanceLane, head.Lane, head.Seq, head.ID, head.Hash)
-	return err
+	return nil
 }
 
 // auditDataArgs are the values of auditDataColumns for r.

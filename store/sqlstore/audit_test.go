@@ -205,3 +205,48 @@ func TestAuditNoLane(t *testing.T) {
 		})
 	}
 }
+
+// TestSQLiteLinkTrigger: on SQLite, a chained row written by hand that does not follow its
+// lane's head, or whose hash is not its own, is refused (migration 008); one that does is
+// appended and moves the head.
+func TestSQLiteLinkTrigger(t *testing.T) {
+	db := open(t, sqliteDatabase(t))
+	ctx := t.Context()
+	first, err := db.AppendAudit(ctx, store.AuditRecord{Identity: "ana", Tool: "get_balance", Roles: []string{"employee"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := db.GetAudit(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := store.AuditRecord{ID: first + 1, At: head.At, Identity: "eve", Tool: "send_money",
+		Link: store.AuditLink{Lane: head.Link.Lane, Seq: head.Link.Seq + 1, PrevID: head.ID, Prev: head.Hash}}
+	next.Hash = store.AuditHash(next)
+	insert := func(r store.AuditRecord) error {
+		_, err := db.conn().exec(ctx, `INSERT INTO audit (id, lane, seq, prev_id, prev, hash, `+auditDataColumns+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+			append([]any{r.ID, r.Link.Lane, r.Link.Seq, r.Link.PrevID, r.Link.Prev, r.Hash}, auditDataArgs(r)...)...)
+		return err
+	}
+	misplaced := next
+	misplaced.Link.Prev = "cafe"
+	misplaced.Hash = store.AuditHash(misplaced)
+	forged := next
+	forged.Hash = "cafe"
+	for name, r := range map[string]store.AuditRecord{"misplaced": misplaced, "forged": forged} {
+		if err := insert(r); err == nil {
+			t.Errorf("%s row appended", name)
+		}
+	}
+	if err := insert(next); err != nil {
+		t.Fatalf("a row that follows its lane's head: %v", err)
+	}
+	after, err := db.AppendAudit(ctx, store.AuditRecord{Identity: "ana", Tool: "get_balance"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := db.GetAudit(ctx, after); err != nil || r.Link.PrevID != next.ID || r.Link.Prev != next.Hash {
+		t.Errorf("the next row's link %+v (%v), want after %d", r.Link, err, next.ID)
+	}
+}
