@@ -100,6 +100,19 @@ func (w *wallet) do(action map[string]any) {
 // test when none comes within limit. A wallet error event fails it at once.
 func (w *wallet) await(what string, limit time.Duration, match func(event) bool) event {
 	w.t.Helper()
+	e, ok := w.awaitOK(what, limit, match)
+	if !ok {
+		w.mu.Lock()
+		all, errs := w.dump()
+		w.mu.Unlock()
+		w.t.Fatalf("wallet %s: no %s within %s\nevents:\n%s\nstderr:\n%s", w.name, what, limit, all, errs)
+	}
+	return e
+}
+
+// awaitOK is await that reports a timeout instead of failing the test.
+func (w *wallet) awaitOK(what string, limit time.Duration, match func(event) bool) (event, bool) {
+	w.t.Helper()
 	timeout := time.After(limit)
 	for {
 		w.mu.Lock()
@@ -113,7 +126,7 @@ func (w *wallet) await(what string, limit time.Duration, match func(event) bool)
 			}
 			if match(e) {
 				w.mu.Unlock()
-				return e
+				return e, true
 			}
 		}
 		w.mu.Unlock()
@@ -125,10 +138,7 @@ func (w *wallet) await(what string, limit time.Duration, match func(event) bool)
 			w.mu.Unlock()
 			w.t.Fatalf("wallet %s ended while waiting for %s\nevents:\n%s\nstderr:\n%s", w.name, what, all, errs)
 		case <-timeout:
-			w.mu.Lock()
-			all, errs := w.dump()
-			w.mu.Unlock()
-			w.t.Fatalf("wallet %s: no %s within %s\nevents:\n%s\nstderr:\n%s", w.name, what, limit, all, errs)
+			return nil, false
 		}
 	}
 }
@@ -182,6 +192,12 @@ func isEvent(name string) func(event) bool {
 func (w *wallet) login() {
 	w.t.Helper()
 	w.await("connected", 2*time.Minute, isEvent("connected"))
+	w.logIn()
+}
+
+// logIn is login on a wallet already connected.
+func (w *wallet) logIn() {
+	w.t.Helper()
 	w.await("the menu with the login item", time.Minute, func(e event) bool {
 		return e.str("event") == "menu" && menuHas(e, "authenticate")
 	})
