@@ -162,23 +162,7 @@ func TestCompose(t *testing.T) {
 
 	dir := t.TempDir()
 	issue(t, filepath.Join(dir, "ana"), filepath.Join(dir, "ana.json"), "ana@acme.corp", "employee")
-	// Known flake of this machine's podman bridge, not of packbot: now and then the replica's
-	// didexchange response to the host wallet gets no HTTP answer within its 20 s (twice in about
-	// ten runs, both times from the replica with a published port; connects are already made
-	// again). A person would scan the code again; so does the test, once, and says so.
-	var w *wallet
-	for attempt := 1; ; attempt++ {
-		w = hostWallet(t, "Ana", filepath.Join(dir, "ana"), fmt.Sprintf("http://127.0.0.1:%d/invitation", port),
-			"--credential", filepath.Join(dir, "ana.json"))
-		if _, ok := w.awaitOK("connected", time.Minute, isEvent("connected")); ok {
-			break
-		}
-		if attempt == 2 {
-			w.await("connected", time.Second, isEvent("connected")) // fails, with the wallet's story
-		}
-		t.Logf("attempt %d: the wallet did not connect within a minute; scanning the invitation again", attempt)
-		w.stop()
-	}
+	w := connectedWallet(t, dir, port)
 	w.logIn()
 	w.say(`get_balances {}`, "get_balances said:")
 
@@ -210,23 +194,7 @@ func TestComposeReplicas(t *testing.T) {
 
 	dir := t.TempDir()
 	issue(t, filepath.Join(dir, "ana"), filepath.Join(dir, "ana.json"), "ana@acme.corp", "employee")
-	// Known flake of this machine's podman bridge, not of packbot: now and then the replica's
-	// didexchange response to the host wallet gets no HTTP answer within its 20 s (twice in about
-	// ten runs, both times from the replica with a published port; connects are already made
-	// again). A person would scan the code again; so does the test, once, and says so.
-	var w *wallet
-	for attempt := 1; ; attempt++ {
-		w = hostWallet(t, "Ana", filepath.Join(dir, "ana"), fmt.Sprintf("http://127.0.0.1:%d/invitation", port),
-			"--credential", filepath.Join(dir, "ana.json"))
-		if _, ok := w.awaitOK("connected", time.Minute, isEvent("connected")); ok {
-			break
-		}
-		if attempt == 2 {
-			w.await("connected", time.Second, isEvent("connected")) // fails, with the wallet's story
-		}
-		t.Logf("attempt %d: the wallet did not connect within a minute; scanning the invitation again", attempt)
-		w.stop()
-	}
+	w := connectedWallet(t, dir, port)
 	w.logIn()
 	for i := range 3 {
 		w.say(fmt.Sprintf("before %d", i), fmt.Sprintf("you said: before %d", i))
@@ -249,5 +217,26 @@ func TestComposeReplicas(t *testing.T) {
 		if count != 1 {
 			t.Errorf("message %d answered %d times", i, count)
 		}
+	}
+}
+
+// connectedWallet starts Ana's host wallet on the invitation of the bot published at port and
+// returns it once connected. Known flake of this machine's podman bridge, not of packbot: now and
+// then the bot's didexchange response to the host wallet gets no HTTP answer within its 20 s
+// (twice in about ten runs, both times from the container with a published port; connects are
+// already made again). A person would scan the code again; so does the test, once, and says so.
+func connectedWallet(t *testing.T, dir string, port int) *wallet {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		w := hostWallet(t, "Ana", filepath.Join(dir, "ana"), fmt.Sprintf("http://127.0.0.1:%d/invitation", port),
+			"--credential", filepath.Join(dir, "ana.json"))
+		if _, ok := w.awaitOK("connected", time.Minute, isEvent("connected")); ok {
+			return w
+		}
+		if attempt == 2 {
+			w.await("connected", time.Second, isEvent("connected")) // fails, with the wallet's story
+		}
+		t.Logf("attempt %d: the wallet did not connect within a minute; scanning the invitation again", attempt)
+		w.stop()
 	}
 }
