@@ -147,6 +147,23 @@ func (c *catalog) known(server string) bool {
 	return ok && !c.stale[server]
 }
 
+// lookup returns a server's tool: known is false while its tools are not discovered (see
+// [catalog.known]), ok whether the tool is among those offered.
+func (c *catalog) lookup(server, tool string) (t Tool, known, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tools, had := c.servers[server]
+	if !had || c.stale[server] {
+		return Tool{}, false, false
+	}
+	for _, t := range tools {
+		if t.Name == tool {
+			return t, true, true
+		}
+	}
+	return Tool{}, true, false
+}
+
 // own hands a server's tools to owner. Tools listed under a previous owner stay offered, as stale:
 // they count as unknown (see [catalog.known]) until a session of owner lists them again.
 func (c *catalog) own(server string, owner *entry) {

@@ -123,6 +123,11 @@ func (c *conn) session(ctx context.Context) (*mcpsdk.ClientSession, error) {
 
 	c.resetContext()
 	sess, cancel, tools, err := c.dial(ctx)
+	if err == nil {
+		// Before any call can take the session: a call checks its tool against the catalog
+		// (a server whose tools are left out must not run one in the meantime).
+		c.p.discovered(c, tools)
+	}
 
 	c.mu.Lock()
 	c.dialing, c.dialErr = nil, err
@@ -144,7 +149,6 @@ func (c *conn) session(ctx context.Context) (*mcpsdk.ClientSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.p.discovered(c, tools)
 	c.p.connected(ctx, c)
 	return sess, nil
 }

@@ -3,11 +3,14 @@ package mcp_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/packs"
@@ -72,5 +75,27 @@ func TestPackRuleNamesUnknownTool(t *testing.T) {
 	}
 	if n := srv.opened.Load(); n != 1 {
 		t.Errorf("%d sessions opened, want 1 (policy updates keep the session)", n)
+	}
+}
+
+// TestFirstCallChecksDiscoveredTools: on a user-controlled server nobody has used yet, the first
+// call is what lists the tools; when the pack's approval policy names a tool the server lacks,
+// that listing leaves every tool out, and the call that discovered it is refused too, instead of
+// running the real echo ungated.
+func TestFirstCallChecksDiscoveredTools(t *testing.T) {
+	ctx := context.Background()
+	hs := serveHTTP(t, func() *mcpsdk.Server { return newToolServer(nil) }, newTokens("tok-alice").check)
+	def := userServerDef("bank", hs.url("/mcp"))
+	def.ToolAccess = &packs.ToolAccess{Approval: []packs.ApprovalPolicy{{Tools: []string{"ehco"}, Approvers: []string{"boss"}}}}
+	p := newPool(t, mcp.Config{Servers: []packs.Server{def}, Credentials: openStore(t), Keyring: newKeyring(t)})
+	run(t, p)
+	if err := p.SaveCredentials(ctx, "alice", "bank", values("token", "tok-alice")); err != nil {
+		t.Fatal(err)
+	}
+	if cat, _ := p.Catalog(); len(cat.Server("bank")) != 0 {
+		t.Fatalf("bank's tools known before anyone used it: %v", toolNames(cat, "bank"))
+	}
+	if _, err := p.Call(ctx, mcp.Call{Identity: "alice", Server: "bank", Tool: "echo", Arguments: json.RawMessage(`{"text":"x"}`)}); !errors.Is(err, mcp.ErrUnknownTool) {
+		t.Fatalf("first call to bank's echo: %v, want ErrUnknownTool", err)
 	}
 }

@@ -398,13 +398,8 @@ func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
 	if !srv.Allowed(call.Tool) {
 		return Result{}, fmt.Errorf("%w: %s on %s (not in the server's allowlist)", ErrUnknownTool, call.Tool, srv.Name)
 	}
-	tool, known := Tool{}, p.cat.known(srv.Name)
-	if known {
-		cat, _ := p.cat.snapshot()
-		var ok bool
-		if tool, ok = cat.Lookup(srv.Name, call.Tool); !ok {
-			return Result{}, fmt.Errorf("%w: %s on %s", ErrUnknownTool, call.Tool, srv.Name)
-		}
+	if _, known, ok := p.cat.lookup(srv.Name, call.Tool); known && !ok {
+		return Result{}, fmt.Errorf("%w: %s on %s", ErrUnknownTool, call.Tool, srv.Name)
 	}
 	args, err := objectArgs(call.Arguments)
 	if err != nil {
@@ -414,10 +409,7 @@ func (p *Pool) Call(ctx context.Context, call Call) (Result, error) {
 	ctx, end := p.obs.StartToolCall(ctx, srv.Name, call.Tool)
 	res, err := p.callOnce(ctx, ent, call, args, true)
 	if err == nil {
-		if !known { // discovered by this call's session (a user-controlled server)
-			cat, _ := p.cat.snapshot()
-			tool, _ = cat.Lookup(srv.Name, call.Tool)
-		}
+		tool, _, _ := p.cat.lookup(srv.Name, call.Tool)
 		res = checkOutput(tool, res)
 	}
 	res.Elapsed = p.now().Sub(start)
@@ -450,6 +442,11 @@ func (p *Pool) callOnce(ctx context.Context, ent *entry, call Call, args json.Ra
 			retry = func() (Result, error) { return p.callOnce(ctx, ent, call, args, false) }
 		}
 		return p.failed(ctx, c, nil, err, retry)
+	}
+	// The session has listed the server's tools by now (the first call on a user's server
+	// discovers them): a tool they do not offer is not called.
+	if _, known, ok := p.cat.lookup(srv.Name, call.Tool); known && !ok {
+		return Result{}, fmt.Errorf("%w: %s on %s", ErrUnknownTool, call.Tool, srv.Name)
 	}
 	// The call's timeout is suspended while a person answers the server, and restarted by the
 	// server's progress notifications.

@@ -202,6 +202,19 @@ func counts(step, rest string) (map[string]int, error) {
 	return c, nil
 }
 
+// queuedInTime refuses an llm: call or say right after a wallet's message: the bot may ask the
+// model before the runner reaches the next line, and would get the default echo. The model's
+// reply goes before the message that asks for it.
+func (p *parser) queuedInTime(verb string) error {
+	if n := len(p.s.Steps); n > 0 {
+		switch last := p.s.Steps[n-1]; last.Kind {
+		case Send, Type, Answer, Select:
+			return fmt.Errorf("llm: %s after %s's message on line %d: put it before that message (the bot may ask the model first)", verb, last.Wallet, last.Line)
+		}
+	}
+	return nil
+}
+
 func (p *parser) add(st Step) { p.s.Steps = append(p.s.Steps, st) }
 
 func (p *parser) line(n int, line string) error {
@@ -442,6 +455,11 @@ func (p *parser) action(n int, who, arg string) error {
 func (p *parser) llm(n int, arg string) error {
 	verb, rest, _ := strings.Cut(arg, " ")
 	rest = strings.TrimSpace(rest)
+	if verb == "call" || verb == "say" {
+		if err := p.queuedInTime(verb); err != nil {
+			return err
+		}
+	}
 	switch verb {
 	case "call":
 		tool, args, _ := strings.Cut(rest, " ")

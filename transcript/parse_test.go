@@ -163,6 +163,8 @@ func TestParseErrors(t *testing.T) {
 		{"calls: send_money", "x.txt:1: calls: want tool=count"},
 		{"llm: sing", "x.txt:1: unknown llm step \"sing\""},
 		{"llm: say hi", "x.txt:1: llm: say: want a quoted text"},
+		{"connect ana lang=en\nana: type \"x\"\nllm: say \"y\"", "x.txt:3: llm: say after ana's message on line 2: put it before"},
+		{"connect ana lang=en\nana> hi\nllm: call t {}", "x.txt:3: llm: call after ana's message on line 2"},
 		{"what is this", "x.txt:1: unknown step \"what\""},
 		{"# only a comment", "x.txt: no steps"},
 		{"connect ana lang=en\nana>", "x.txt:2: nothing to send"},
