@@ -209,3 +209,54 @@ func benchChatEvent(b *testing.B, markAtOnce bool) {
 		})
 	}
 }
+
+// BenchmarkAuditAppend is the audit chain's cost: one audit row per transaction, appended to the
+// chain (appendAudit, as every writer does) or written as a plain insert of the same columns
+// with no place in a chain (what the store did before the chain). Serial is latency; Parallel
+// runs GOMAXPROCS×4 writers (the group commits of several workers).
+//
+//	go test -run XXX -bench AuditAppend -benchtime 3000x -count 3 ./store/sqlstore
+func BenchmarkAuditAppend(b *testing.B) {
+	row := store.AuditRecord{Identity: "did:example:ana", Roles: []string{"staff"}, Server: "bank", Tool: "send_money",
+		ArgsFingerprint: "sha256:0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0", Decision: "allowed",
+		Outcome: "ok", Latency: 1200 * time.Microsecond, ResultFingerprint: "sha256:a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"}
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			db := open(b, be.database(b))
+			ctx := context.Background()
+			appendRow := map[string]func() error{
+				"chained": func() error { _, err := db.AppendAudit(ctx, row); return err },
+				"plain": func() error { // in a transaction where AppendAudit uses one (SQLite)
+					args := auditDataArgs(stamped(db.stamp(), []store.AuditRecord{row})[0])
+					if db.d.name == postgres {
+						return db.conn().execOne(ctx, qPlainAudit, args...)
+					}
+					return db.tx(ctx, func(c conn) error { return c.execOne(ctx, qPlainAudit, args...) })
+				},
+			}
+			for _, kind := range []string{"plain", "chained"} {
+				b.Run(kind+"/Serial", func(b *testing.B) {
+					for b.Loop() {
+						if err := appendRow[kind](); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+				b.Run(kind+"/Parallel", func(b *testing.B) {
+					b.SetParallelism(4)
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if err := appendRow[kind](); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				})
+			}
+		})
+	}
+}
+
+// qPlainAudit is an audit row written outside the chain: BenchmarkAuditAppend's baseline.
+const qPlainAudit = `INSERT INTO audit (` + auditDataColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
