@@ -95,3 +95,31 @@ func TestCheckpointerRun(t *testing.T) {
 		}
 	})
 }
+
+// stopsInChain is a store whose lane reads first stop the follower (as Ctrl-C in the middle of
+// a read does): the real store then fails the read with the context's error.
+type stopsInChain struct {
+	audit.Store
+	stop context.CancelFunc
+}
+
+func (s stopsInChain) AuditChain(ctx context.Context, lane, after int64, limit int) ([]store.AuditRecord, error) {
+	s.stop()
+	return s.Store.AuditChain(ctx, lane, after, limit)
+}
+
+// TestFollowStoppedMidRead: a follower stopped while it reads a lane ends without an error, as
+// when it is stopped between reads.
+func TestFollowStoppedMidRead(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *world) {
+		_, err := w.db.AppendAudit(t.Context(), store.AuditRecord{Identity: "ana@acme.corp", Tool: "t"})
+		check(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		rd := audit.NewReader(stopsInChain{Store: w.db, stop: cancel})
+		err = rd.Follow(ctx, store.AuditQuery{}, audit.Cursor{}, time.Millisecond, func(audit.Entry) error { return nil })
+		if err != nil {
+			t.Fatalf("a follower stopped in the middle of a read: %v", err)
+		}
+	})
+}

@@ -187,37 +187,11 @@ func (rd *Reader) Follow(ctx context.Context, q store.AuditQuery, cur Cursor, ev
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		lanes, err := rd.st.AuditLanes(ctx)
-		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("follow the audit: %w", err)
-		}
-		var rs []store.AuditRecord
-		for _, l := range lanes {
-			for l.Seq > cur[l.Lane] {
-				page, err := rd.st.AuditChain(ctx, l.Lane, cur[l.Lane], pageSize)
-				if err != nil {
-					return fmt.Errorf("follow the audit: %w", err)
-				}
-				if len(page) == 0 {
-					break
-				}
-				rs = append(rs, page...)
-				cur[l.Lane] = page[len(page)-1].Link.Seq
+		if err := rd.followOnce(ctx, q, cur, emit); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped, also in the middle of a read
 			}
-		}
-		slices.SortStableFunc(rs, func(a, b store.AuditRecord) int { return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.ID, b.ID)) })
-		stories := map[string]*Story{}
-		for _, r := range rs {
-			if !q.Matches(r) {
-				continue
-			}
-			e, err := rd.entry(ctx, r, stories)
-			if err != nil {
-				return err
-			}
-			if err := emit(e); err != nil {
-				return err
-			}
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -225,4 +199,41 @@ func (rd *Reader) Follow(ctx context.Context, q store.AuditQuery, cur Cursor, ev
 		case <-tick.C:
 		}
 	}
+}
+
+// followOnce emits the records matching q written after cur, and moves cur past them.
+func (rd *Reader) followOnce(ctx context.Context, q store.AuditQuery, cur Cursor, emit func(Entry) error) error {
+	lanes, err := rd.st.AuditLanes(ctx)
+	if err != nil {
+		return fmt.Errorf("follow the audit: %w", err)
+	}
+	var rs []store.AuditRecord
+	for _, l := range lanes {
+		for l.Seq > cur[l.Lane] {
+			page, err := rd.st.AuditChain(ctx, l.Lane, cur[l.Lane], pageSize)
+			if err != nil {
+				return fmt.Errorf("follow the audit: %w", err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			rs = append(rs, page...)
+			cur[l.Lane] = page[len(page)-1].Link.Seq
+		}
+	}
+	slices.SortStableFunc(rs, func(a, b store.AuditRecord) int { return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.ID, b.ID)) })
+	stories := map[string]*Story{}
+	for _, r := range rs {
+		if !q.Matches(r) {
+			continue
+		}
+		e, err := rd.entry(ctx, r, stories)
+		if err != nil {
+			return err
+		}
+		if err := emit(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
