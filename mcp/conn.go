@@ -123,16 +123,16 @@ func (c *conn) session(ctx context.Context) (*mcpsdk.ClientSession, error) {
 
 	c.resetContext()
 	sess, cancel, tools, err := c.dial(ctx)
-	if err == nil {
-		// Before any call can take the session: a call checks its tool against the catalog
-		// (a server whose tools are left out must not run one in the meantime).
-		c.p.discovered(c, tools)
-	}
 
 	c.mu.Lock()
 	c.dialing, c.dialErr = nil, err
 	closed := c.closed
 	if err == nil && !closed {
+		// The tools reach the catalog with the session, under c.mu: no call takes the session
+		// before its tools are in the catalog (a call checks its tool there, and a server whose
+		// tools are left out must not run one), and a session whose tools are in the catalog is
+		// one that closing the slot ends.
+		c.p.discovered(c, tools)
 		ended := make(chan struct{})
 		c.sess, c.ended = sess, ended
 		c.watch(sess, ended, cancel)
