@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -238,9 +239,13 @@ func TestSQLiteLinkTrigger(t *testing.T) {
 	misplaced.Hash = store.AuditHash(misplaced)
 	forged := next
 	forged.Hash = "cafe"
-	for name, r := range map[string]store.AuditRecord{"misplaced": misplaced, "forged": forged} {
-		if err := insert(r); err == nil {
-			t.Errorf("%s row appended", name)
+	// Refused by the trigger, with its reason (nothing else stands in the way of these rows).
+	for name, c := range map[string]struct {
+		r    store.AuditRecord
+		want string
+	}{"misplaced": {misplaced, "does not follow its lane's head"}, "forged": {forged, "hash is not its own"}} {
+		if err := insert(c.r); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s row: %v, want the trigger's refusal %q", name, err, c.want)
 		}
 	}
 	if err := insert(next); err != nil {

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -260,3 +261,58 @@ func BenchmarkAuditAppend(b *testing.B) {
 
 // qPlainAudit is an audit row written outside the chain: BenchmarkAuditAppend's baseline.
 const qPlainAudit = `INSERT INTO audit (` + auditDataColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
+
+// BenchmarkAuditChainPartsSQLite is where a chained record's cost goes on SQLite: the append as
+// built, then without the trigger's checks (it only moves the head), without the chain's index,
+// without the trigger at all (the head then never moves: every record takes the same place, so
+// the index goes too), and the statement without its hash or with a simpler next id. Each
+// variant changes a fresh database's schema or the statement; none is a way to run the store.
+//
+//	go test -run XXX -bench AuditChainPartsSQLite -benchtime 5000x -count 4 ./store/sqlstore
+func BenchmarkAuditChainPartsSQLite(b *testing.B) {
+	const (
+		hashCall = "packbot_audit_hash(l.hash, l.lane, l.seq + 1, n.id, l.id, $1, $2, $3, $4,\n\t\t$5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+		nextID   = "(SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0), COALESCE((SELECT MAX(id) FROM audit), 0)) + 1 AS id) n"
+		moveOnly = "CREATE TRIGGER audit_link AFTER INSERT ON audit WHEN NEW.seq > 0 BEGIN UPDATE audit_lanes SET seq = NEW.seq, id = NEW.id, hash = NEW.hash WHERE lane = NEW.lane; END"
+	)
+	for _, part := range []string{hashCall, nextID} {
+		if !strings.Contains(qAppendAuditSQLite, part) {
+			b.Fatalf("qAppendAuditSQLite changed: update this benchmark's variants (%q not found)", part)
+		}
+	}
+	noTrigger := []string{"DROP INDEX audit_chain", "DROP TRIGGER audit_link"}
+	variants := []struct {
+		name, query string
+		schema      []string
+	}{
+		{"as-built", qAppendAuditSQLite, nil},
+		{"trigger-moves-head-only", qAppendAuditSQLite, []string{"DROP TRIGGER audit_link", moveOnly}},
+		{"no-chain-index", qAppendAuditSQLite, []string{"DROP INDEX audit_chain"}},
+		{"no-trigger", qAppendAuditSQLite, noTrigger},
+		{"no-trigger-no-hash", strings.Replace(qAppendAuditSQLite, hashCall, "'x'", 1), noTrigger},
+		{"no-trigger-max-id", strings.Replace(qAppendAuditSQLite, nextID, "(SELECT COALESCE((SELECT MAX(id) FROM audit), 0) + 1 AS id) n", 1), noTrigger},
+		{"plain", qPlainAudit, nil},
+	}
+	row := store.AuditRecord{Identity: "did:example:ana", Roles: []string{"staff"}, Server: "bank", Tool: "send_money",
+		ArgsFingerprint: "sha256:0f1e2d3c", Decision: "allowed", Outcome: "ok", Latency: time.Millisecond}
+	for _, v := range variants {
+		b.Run(v.name, func(b *testing.B) {
+			db := open(b, sqliteDatabase(b))
+			ctx := context.Background()
+			for _, s := range v.schema {
+				if _, err := db.sql.ExecContext(ctx, s); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				err := db.tx(ctx, func(c conn) error {
+					_, err := c.exec(ctx, v.query, auditDataArgs(stamped(db.stamp(), []store.AuditRecord{row})[0])...)
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
