@@ -184,6 +184,9 @@ func (h *httpServer) stop() {
 	h.ts = nil
 	h.mu.Unlock()
 	if ts != nil {
+		// The listener first: a client reconnecting in the background must not open a stream
+		// (an SSE GET) after CloseClientConnections, which Close would then wait for forever.
+		_ = ts.Listener.Close()
 		ts.CloseClientConnections()
 		ts.Close()
 	}
