@@ -43,6 +43,9 @@ type agentConfig struct {
 	HTTPClient   *http.Client
 	MaxBodyBytes int64
 	Logger       *slog.Logger
+	// AcceptOnReceipt answers each well-formed envelope 202 as soon as it is read and handles it
+	// afterwards, in order (see inboundTransport.received); run handles them. Wallets only.
+	AcceptOnReceipt bool
 	// Undelivered, when set, is called once for each message that could not be delivered, with
 	// the reason (ReasonNoRoute, ReasonRefused, …).
 	Undelivered func(reason string)
@@ -106,6 +109,9 @@ func openAgent(cfg agentConfig) (*agent, error) {
 		byDIDs: make(map[[2]string]string), records: make(map[string]*connection.Record),
 	}
 	a.inbound = &inboundTransport{endpoint: cfg.Endpoint, maxBody: cfg.MaxBodyBytes, log: cfg.Logger}
+	if cfg.AcceptOnReceipt {
+		a.inbound.received = make(chan []byte, receiveQueue)
+	}
 	a.msgs = &messageService{a: a}
 
 	lock, err := local.NewService(strings.NewReader(base64.URLEncoding.EncodeToString(cfg.MasterKey)), nil)
@@ -208,6 +214,13 @@ func (a *agent) close() error {
 func (a *agent) run(ctx context.Context, onInbound inboundFunc, onConnection connectionFunc) error {
 	a.msgs.set(ctx, onInbound)
 	defer a.msgs.clear()
+	if a.inbound.received != nil {
+		rctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { a.inbound.receive(rctx) })
+		defer wg.Wait()
+		defer stop()
+	}
 
 	actions := make(chan service.DIDCommAction, 16)
 	states := make(chan service.StateMsg, 16)

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,6 +92,8 @@ type testWallet struct {
 	conn   string // the wallet's own connection id
 	botCon string // the bot's id for the same connection
 	queue  channeltest.Queue[WalletEvent]
+	// hold, when set, sees each event before the queue does (and may keep the wallet busy).
+	hold   atomic.Pointer[func(WalletEvent)]
 	holder *credential.Key
 	claims map[string]string
 }
@@ -127,7 +130,12 @@ func newTestWallet(t testing.TB, ctx context.Context, bot *Channel, st store.Rec
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = w.Run(runCtx, func(_ context.Context, e WalletEvent) { tw.queue.Push(e) })
+		_ = w.Run(runCtx, func(_ context.Context, e WalletEvent) {
+			if h := tw.hold.Load(); h != nil {
+				(*h)(e)
+			}
+			tw.queue.Push(e)
+		})
 	}()
 	t.Cleanup(func() {
 		stop()

@@ -2,6 +2,7 @@ package didcomm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +30,13 @@ type inboundTransport struct {
 	maxBody  int64
 	log      *slog.Logger
 	prov     atomic.Pointer[transport.Provider]
+	// received, when set (a wallet's agent), takes each well-formed envelope as soon as it is
+	// read: the sender is answered 202 at once, and receive unpacks and handles it afterwards,
+	// in arrival order. For a sender that writes down what was delivered when it gets its 202
+	// (packbot's outbox), the time in which its crash makes it send the message again is then
+	// the 202's way back, not the receiver's work. The bot's own agent answers only once the
+	// event is committed (nil): its 202 is a promise that nothing is lost.
+	received chan []byte
 }
 
 // Start implements transport.InboundTransport.
@@ -96,24 +104,64 @@ func (t *inboundTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a DIDComm v1 envelope", http.StatusBadRequest)
 		return
 	}
-	env, err := (*p).Packager().UnpackMessage(body)
-	if err != nil {
-		t.log.WarnContext(r.Context(), "didcomm inbound refused", "reason", "unpack", "err", err, "bytes", len(body))
-		http.Error(w, "cannot unpack envelope", http.StatusBadRequest)
+	if t.received != nil {
+		select {
+		case t.received <- body:
+			w.WriteHeader(http.StatusAccepted)
+		default:
+			http.Error(w, "receiver busy; send it again", http.StatusServiceUnavailable)
+		}
 		return
 	}
-	if err := (*p).InboundMessageHandler()(env); err != nil {
-		if errors.Is(err, errNotAccepted) || errors.Is(err, errNotRunning) {
-			// The bot could not commit the event (its store is unreachable): not acknowledged.
-			t.log.WarnContext(r.Context(), "didcomm inbound message not accepted", "err", err)
-			http.Error(w, "message not accepted; send it again", http.StatusServiceUnavailable)
-			return
-		}
-		t.log.WarnContext(r.Context(), "didcomm inbound message not handled", "err", err)
-		http.Error(w, "message not handled", http.StatusBadRequest)
+	if code, reason := t.handle(r.Context(), *p, body); code != http.StatusAccepted {
+		http.Error(w, reason, code)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// handle unpacks body and hands it to the framework; it returns the HTTP status that answers
+// it and, for a refusal, why.
+func (t *inboundTransport) handle(ctx context.Context, p transport.Provider, body []byte) (int, string) {
+	env, err := p.Packager().UnpackMessage(body)
+	if err != nil {
+		t.log.WarnContext(ctx, "didcomm inbound refused", "reason", "unpack", "err", err, "bytes", len(body))
+		return http.StatusBadRequest, "cannot unpack envelope"
+	}
+	if err := p.InboundMessageHandler()(env); err != nil {
+		if errors.Is(err, errNotAccepted) || errors.Is(err, errNotRunning) {
+			// The bot could not commit the event (its store is unreachable): not acknowledged.
+			t.log.WarnContext(ctx, "didcomm inbound message not accepted", "err", err)
+			return http.StatusServiceUnavailable, "message not accepted; send it again"
+		}
+		t.log.WarnContext(ctx, "didcomm inbound message not handled", "err", err)
+		return http.StatusBadRequest, "message not handled"
+	}
+	return http.StatusAccepted, ""
+}
+
+// receiveQueue bounds the envelopes a receiver (see inboundTransport.received) holds unhandled;
+// beyond it, senders are answered 503 and send again later.
+const receiveQueue = 256
+
+// receive handles the envelopes ServeHTTP took (t.received), in the order they arrived, until
+// ctx ends.
+func (t *inboundTransport) receive(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case body := <-t.received:
+			p := t.prov.Load()
+			if p == nil {
+				t.log.WarnContext(ctx, "didcomm inbound dropped", "reason", "agent stopped", "bytes", len(body))
+				continue
+			}
+			if code, reason := t.handle(ctx, *p, body); code != http.StatusAccepted {
+				t.log.WarnContext(ctx, "didcomm inbound dropped after it was accepted", "reason", reason, "bytes", len(body))
+			}
+		}
+	}
 }
 
 var _ transport.InboundTransport = (*inboundTransport)(nil)

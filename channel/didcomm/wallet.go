@@ -105,7 +105,7 @@ func OpenWallet(cfg WalletConfig) (*Wallet, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	a, err := openAgent(agentConfig{Records: cfg.Records, Namespace: cfg.Namespace, Endpoint: cfg.Endpoint, Label: cfg.Label,
-		MasterKey: cfg.MasterKey, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger.With("component", "wallet")})
+		MasterKey: cfg.MasterKey, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger.With("component", "wallet"), AcceptOnReceipt: true})
 	if err != nil {
 		return nil, err
 	}
