@@ -104,7 +104,7 @@ func (u *walletUI) show(e didcomm.WalletEvent) {
 			opts[i] = map[string]any{"id": o.ID, "title": o.Title, "disabled": o.Disabled}
 			fmt.Fprintf(&b, "\n  [%d] %s", i+1, o.Title)
 		}
-		u.out(map[string]any{"event": "menu", "title": e.Menu.Title, "description": e.Menu.Description, "options": opts},
+		u.out(map[string]any{"event": "menu", "id": e.ID, "title": e.Menu.Title, "description": e.Menu.Description, "options": opts},
 			"%s\n  (:m N selects)", b.String())
 	case e.Question != nil:
 		u.question = &e
