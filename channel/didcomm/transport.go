@@ -140,9 +140,11 @@ func (t *inboundTransport) handle(ctx context.Context, p transport.Provider, bod
 	return http.StatusAccepted, ""
 }
 
-// receiveQueue bounds the envelopes a receiver (see inboundTransport.received) holds unhandled;
-// beyond it, senders are answered 503 and send again later.
-const receiveQueue = 256
+// receiveQueue bounds the envelopes a receiver (see inboundTransport.received) holds unhandled
+// — and so its memory: at most receiveQueue × maxBody (32 MiB by default) — beyond it, senders
+// are answered 503 and send again later. Handling an envelope takes milliseconds: the queue
+// only absorbs bursts.
+const receiveQueue = 32
 
 // receive handles the envelopes ServeHTTP took (t.received), in the order they arrived, until
 // ctx ends.
