@@ -93,8 +93,21 @@ func (s *Service) offerReceipt(ctx context.Context, a store.Approval, rec store.
 }
 
 func (s *Service) queueReceipt(ctx context.Context, a store.Approval, rec store.AuditRecord) error {
-	if rec.ID == 0 || rec.Hash == "" {
+	if rec.ID == 0 {
 		return fmt.Errorf("approval %s: %w", a.ID, errNoRecord)
+	}
+	if rec.Hash == "" { // written to be sealed after its commit: seal it now, to quote its hash
+		if _, _, err := s.st.SealAudit(ctx); err != nil {
+			return fmt.Errorf("approval %s: %w", a.ID, err)
+		}
+		sealed, err := s.st.GetAudit(ctx, rec.ID)
+		if err != nil {
+			return fmt.Errorf("approval %s: %w", a.ID, err)
+		}
+		if sealed.Hash == "" {
+			return fmt.Errorf("approval %s: audit record %d was not sealed (set aside: its MAC is wrong)", a.ID, rec.ID)
+		}
+		rec = sealed
 	}
 	vc, err := s.receipts.Sign(ReceiptIDPrefix+a.ID, ReceiptClaims(a, rec), s.now())
 	if err != nil {

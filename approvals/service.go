@@ -39,6 +39,7 @@ type Store interface {
 	store.Approvals
 	store.Directory
 	store.Outbox
+	store.Audit // receipts quote an execution's sealed record
 }
 
 // Config configures a [Service].

@@ -49,12 +49,23 @@ type world struct {
 	db     store.Store
 	raw    *sql.DB
 	key    *audit.Key
+	mac    []byte // the store's audit key (serve's, derived from the same master key)
 	sqlite bool
+	sealed bool // records are written unsealed and sealed after their commit
 }
 
-// eachBackend runs test on a fresh SQLite store and, with TEST_DATABASE_URL, a PostgreSQL one.
+// eachBackend runs test on a fresh SQLite store and, with TEST_DATABASE_URL, a PostgreSQL one
+// that chains records as it writes them and one that seals them after their commit (an audit
+// key, as serve opens it).
 func eachBackend(t *testing.T, test func(t *testing.T, w *world)) {
-	for _, name := range []string{"SQLite", "Postgres"} {
+	onBackends(t, []string{"SQLite", "Postgres", "PostgresSealed"}, test)
+}
+
+// onBackends runs test on each of the named backends (see eachBackend).
+func onBackends(t *testing.T, names []string, test func(t *testing.T, w *world)) {
+	mac, err := audit.MACKeyFromMaster(botMaster)
+	check(t, err)
+	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			var (
@@ -62,9 +73,13 @@ func eachBackend(t *testing.T, test func(t *testing.T, w *world)) {
 				raw *sql.DB
 				err error
 			)
-			if name == "Postgres" {
+			if name != "SQLite" {
 				dsn := storetest.PostgresDSN(t)
-				if st, err = sqlstore.OpenPostgres(ctx, dsn, nil); err == nil {
+				var o *sqlstore.Options
+				if name == "PostgresSealed" {
+					o = &sqlstore.Options{AuditKey: mac}
+				}
+				if st, err = sqlstore.OpenPostgres(ctx, dsn, o); err == nil {
 					raw, err = sql.Open("pgx", dsn)
 				}
 			} else {
@@ -77,7 +92,7 @@ func eachBackend(t *testing.T, test func(t *testing.T, w *world)) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = raw.Close(); _ = st.Close() })
-			test(t, &world{db: st, raw: raw, key: key(t, botMaster), sqlite: name == "SQLite"})
+			test(t, &world{db: st, raw: raw, key: key(t, botMaster), mac: mac, sqlite: name == "SQLite", sealed: name == "PostgresSealed"})
 		})
 	}
 }
@@ -122,6 +137,8 @@ func (w *world) populate(t *testing.T) ([]store.AuditRecord, store.AuditCheckpoi
 			Tool: "list_transfers", Decision: store.DecisionDeny, Outcome: store.OutcomeDenied, Error: "not allowed"})
 		check(t, err)
 	}
+	_, _, err = st.SealAudit(ctx)
+	check(t, err)
 	rs, err := st.AuditChain(ctx, 1, 0, 0)
 	check(t, err)
 	if len(rs) != 15 {
@@ -140,7 +157,7 @@ func check(t *testing.T, err error) {
 // verify verifies w's audit, pinned to the bot's key.
 func (w *world) verify(t *testing.T) audit.Report {
 	t.Helper()
-	rep, err := audit.Verify(t.Context(), w.db, audit.Options{Signer: w.key.DID()})
+	rep, err := audit.Verify(t.Context(), w.db, audit.Options{Signer: w.key.DID(), MACKey: w.mac})
 	check(t, err)
 	return rep
 }

@@ -140,10 +140,14 @@ func (c *Checkpointer) checkpoint(ctx context.Context) {
 	}
 }
 
-// Checkpoint signs and stores a checkpoint of every lane's head, unless nothing was appended
+// Checkpoint seals the records not sealed yet ([store.Audit.SealAudit]), then signs and stores
+// a checkpoint of every lane's head, unless nothing was appended
 // since the last one (made is false then, and the last one is returned) or another replica
 // stored one with the same number meanwhile (made false).
 func (c *Checkpointer) Checkpoint(ctx context.Context) (cp store.AuditCheckpoint, made bool, err error) {
+	if _, _, err := c.st.SealAudit(ctx); err != nil { // what was written before the checkpoint, covered by it
+		return cp, false, fmt.Errorf("audit checkpoint: %w", err)
+	}
 	last, err := c.st.AuditCheckpoints(ctx, -1, 1)
 	if err != nil {
 		return cp, false, fmt.Errorf("audit checkpoint: %w", err)

@@ -28,6 +28,8 @@ func TestFollow(t *testing.T) {
 		go func() {
 			done <- rd.Follow(ctx, q, cur, time.Millisecond, func(e audit.Entry) error { got <- e; return nil })
 		}()
+		sealing := make(chan error, 1) // as serve runs it: records written to be sealed later are followed once sealed
+		go func() { sealing <- audit.NewSealer(w.db, &audit.SealerOptions{Every: time.Millisecond}).Run(ctx) }()
 		now := time.Now()
 		check(t, w.db.CreateApproval(t.Context(), store.Approval{ID: "ap-new", Server: "bank", Tool: "send_money", Fingerprint: "fp-new",
 			Requester: "ana@acme.corp", Quorum: 1, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}))
@@ -54,6 +56,7 @@ func TestFollow(t *testing.T) {
 		}
 		cancel()
 		check(t, <-done)
+		check(t, <-sealing)
 		if fmt.Sprint(seen) != "[approval.createdsend_money 0 1 2]" {
 			t.Fatalf("followed %q", seen)
 		}
@@ -113,6 +116,8 @@ func (s stopsInChain) AuditChain(ctx context.Context, lane, after int64, limit i
 func TestFollowStoppedMidRead(t *testing.T) {
 	eachBackend(t, func(t *testing.T, w *world) {
 		_, err := w.db.AppendAudit(t.Context(), store.AuditRecord{Identity: "ana@acme.corp", Tool: "t"})
+		check(t, err)
+		_, _, err = w.db.SealAudit(t.Context()) // followers read records once sealed
 		check(t, err)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()

@@ -37,6 +37,23 @@ func KeyFromMaster(master []byte) (*Key, error) {
 	return KeyFromSeed(seed)
 }
 
+// macInfo names what the store's audit key is derived for (HKDF info).
+const macInfo = "packbot audit mac key v1"
+
+// MACKeyFromMaster derives the store's audit key (sqlstore.Options.AuditKey, [Options.MACKey])
+// from the 32-byte DIDComm master key: HKDF-SHA256 with the info "packbot audit mac key v1".
+// Every replica holding the master key MACs the records it writes under the same key.
+func MACKeyFromMaster(master []byte) ([]byte, error) {
+	if len(master) != 32 {
+		return nil, fmt.Errorf("derive the audit key: master key of %d bytes, want 32", len(master))
+	}
+	k, err := hkdf.Key(sha256.New, master, nil, macInfo, 32)
+	if err != nil {
+		return nil, fmt.Errorf("derive the audit key: %w", err)
+	}
+	return k, nil
+}
+
 // KeyFromSeed returns the key of a 32-byte Ed25519 seed.
 func KeyFromSeed(seed []byte) (*Key, error) {
 	if len(seed) != ed25519.SeedSize {

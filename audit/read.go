@@ -182,7 +182,8 @@ func (rd *Reader) entry(ctx context.Context, r store.AuditRecord, stories map[st
 // Follow emits, from cur on, every record matching q (Limit aside) that any replica appends,
 // in the order of their time, looking every every, until ctx ends (nil) or emit fails. Each
 // lane is read in chain order from where cur left it, so that no record is missed or emitted
-// twice, whichever replica wrote it and whenever it committed.
+// twice, whichever replica wrote it and whenever it committed. A record is emitted once it is
+// sealed: on a store that seals records after their commit, within the sealer's period.
 func (rd *Reader) Follow(ctx context.Context, q store.AuditQuery, cur Cursor, every time.Duration, emit func(Entry) error) error {
 	tick := time.NewTicker(every)
 	defer tick.Stop()

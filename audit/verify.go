@@ -54,6 +54,10 @@ type Options struct {
 	// Last, when > 0, checks only the last Last records of each lane and the last 100
 	// checkpoints (doctor's bounded check).
 	Last int
+	// MACKey is the store's audit key ([MACKeyFromMaster]): with it, a record not sealed yet
+	// whose MAC is right is pending, and one whose MAC is wrong is a problem. Without it,
+	// unsealed records with a MAC are counted as Unchecked.
+	MACKey []byte
 }
 
 // Report is what [Verify] checked and found.
@@ -66,6 +70,9 @@ type Report struct {
 	// records appended after it, which no signature protects yet.
 	LastCheckpoint store.AuditCheckpoint
 	Uncovered      int64
+	// Pending counts the records written to be sealed after their commit and not sealed yet,
+	// whose MACs are right; Unchecked those whose MACs could not be checked (no Options.MACKey).
+	Pending, Unchecked int
 	// Problems, the first record changed, removed, inserted or reordered first.
 	Problems []Problem
 }
@@ -90,6 +97,9 @@ type verifier struct {
 	o      Options
 	rep    Report
 	expect map[int64][]expectation // by lane, in seq order
+	// macs maps the MACs read (their first 8 bytes) to their records: a second record with a
+	// first one's MAC is a copy of it.
+	macs map[string]int64
 }
 
 // Verify checks the whole audit (or, with o.Last, its tail): each lane's records follow each
@@ -98,7 +108,7 @@ type verifier struct {
 // follow each other, each is signed (by o.Signer) and names the checkpoint before it, and the
 // records they name are there, unchanged. A problem is in the report; the error is the store's.
 func Verify(ctx context.Context, st Store, o Options) (Report, error) {
-	v := &verifier{st: st, o: o, expect: map[int64][]expectation{}}
+	v := &verifier{st: st, o: o, expect: map[int64][]expectation{}, macs: map[string]int64{}}
 	lanes, err := st.AuditLanes(ctx)
 	if err != nil {
 		return v.rep, fmt.Errorf("verify the audit: %w", err)
@@ -290,6 +300,8 @@ func (v *verifier) record(head, prev store.AuditLane, r store.AuditRecord) bool 
 		p.Kind, p.Detail = Reordered, fmt.Sprintf("it names record %d before it, but follows record %d", r.Link.PrevID, prev.ID)
 	case r.Hash != store.AuditHash(r):
 		p.Kind, p.Detail = Changed, "its hash is not that of its content and place"
+	case v.copied(r) != 0:
+		p.Kind, p.Detail = Inserted, fmt.Sprintf("it is a copy of record %d (the same content and MAC)", v.copied(r))
 	default:
 		return false
 	}
@@ -314,13 +326,49 @@ func (v *verifier) offChain(ctx context.Context) error {
 		}
 		for _, r := range rs {
 			v.rep.Records++
-			v.problem(Problem{Kind: Inserted, Record: r.ID, Lane: r.Link.Lane, Seq: r.Link.Seq, Detail: "it is in no chain"})
+			v.unsealed(r)
 			after = r.ID
 		}
 		if len(rs) < pageSize {
 			return nil
 		}
 	}
+}
+
+// unsealed checks r, a record in no chain: one written to be sealed after its commit, not sealed
+// yet, is pending when its MAC is right (unchecked without a key); any other is a problem.
+func (v *verifier) unsealed(r store.AuditRecord) {
+	p := Problem{Kind: Inserted, Record: r.ID, Lane: r.Link.Lane, Seq: r.Link.Seq, Detail: "it is in no chain"}
+	switch {
+	case r.Link.Seq < 0:
+		p.Detail = "it was set aside, not sealed: its MAC was wrong (forged, or changed before its seal)"
+	case r.Link.Seq > 0 || r.MAC == "":
+	case v.copied(r) != 0:
+		p.Detail = fmt.Sprintf("it is a copy of record %d (the same content and MAC), not sealed yet", v.copied(r))
+	case v.o.MACKey == nil:
+		v.rep.Unchecked++
+		return
+	case !store.CheckAuditMAC(v.o.MACKey, r):
+		p.Detail = "it is not sealed yet and its MAC is wrong: forged, or changed before its seal"
+	default:
+		v.rep.Pending++
+		return
+	}
+	v.problem(p)
+}
+
+// copied returns the record read before r with r's MAC (0 when there is none, or r has none),
+// and remembers r's.
+func (v *verifier) copied(r store.AuditRecord) int64 {
+	if r.MAC == "" {
+		return 0
+	}
+	k := r.MAC[:min(16, len(r.MAC))]
+	if first, ok := v.macs[k]; ok && first != r.ID {
+		return first
+	}
+	v.macs[k] = r.ID
+	return 0
 }
 
 // uncovered counts the records appended after the last checkpoint.

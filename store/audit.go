@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -64,10 +66,15 @@ type AuditRecord struct {
 	// Detail is what a transition adds (EventApprovalCreated: the request's terms;
 	// EventApprovalVoted: the fresh proof's digest).
 	Detail string
-	// Hash is the record's chain hash (hex), set by the store when the row is written.
+	// Hash is the record's chain hash (hex), set by the store when the record is sealed: when
+	// it is written, or soon after (see MAC).
 	Hash string
 	// Link places the record in its chain; set by the store with Hash.
 	Link AuditLink
+	// MAC vouches for a record written to be sealed after its commit ([Audit.SealAudit]):
+	// [AuditMAC] of its content under the store's audit key, set by the store when it writes
+	// the record; "" for a record chained as it is written.
+	MAC string
 }
 
 // AuditLink places a record in the audit's hash chains: the store keeps several chains
@@ -83,9 +90,38 @@ type AuditLink struct {
 // auditHashVersion starts every record's hashed text.
 const auditHashVersion = "packbot-audit-1"
 
+// AuditMAC is a new MAC of r's content under key: a random nonce (16 hex digits), ":", and the
+// hex HMAC-SHA256 of the nonce and the text AuditHash hashes without the record's place (Link)
+// and ID, which it gets when it is sealed. A store that seals records after their commit writes
+// one with each record, and seals only records whose MAC is right: a record forged or changed in
+// the database before its seal is not sealed as genuine. The nonce tells two records of the same
+// content apart, and a copy of a record (its MAC too) from the record.
+func AuditMAC(key []byte, r AuditRecord) string {
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
+	n := hex.EncodeToString(nonce[:])
+	return n + ":" + auditMAC(key, n, r)
+}
+
+// CheckAuditMAC reports whether r.MAC is a MAC of r's content under key (see AuditMAC).
+func CheckAuditMAC(key []byte, r AuditRecord) bool {
+	n, mac, ok := strings.Cut(r.MAC, ":")
+	return ok && len(n) == 16 && hmac.Equal([]byte(auditMAC(key, n, r)), []byte(mac))
+}
+
+// auditMAC is the HMAC of r's content with the nonce n.
+func auditMAC(key []byte, n string, r AuditRecord) string {
+	r.Link, r.ID = AuditLink{}, 0
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(n))
+	m.Write([]byte(auditHashText(r)))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
 // AuditHash is the chain hash of r (hex SHA-256): its place (Link), its ID and every field but
-// Hash, in a fixed text (see auditHashText). The store computes it when it writes r (on
-// PostgreSQL in SQL: see store/sqlstore); anyone can compute it again to check the record.
+// Hash, in a fixed text (see auditHashText). The store computes it when it seals r: as it
+// writes it (on PostgreSQL in SQL: see store/sqlstore), or soon after ([Audit.SealAudit]);
+// anyone can compute it again to check the record.
 func AuditHash(r AuditRecord) string {
 	sum := sha256.Sum256([]byte(auditHashText(r)))
 	return hex.EncodeToString(sum[:])
@@ -197,7 +233,8 @@ type Audit interface {
 	// AuditLanes returns the head of every lane, in lane order.
 	AuditLanes(ctx context.Context) ([]AuditLane, error)
 	// AuditChain returns up to limit (<= 0: 1,000) rows of lane with Seq > after, in Seq
-	// order; lane 0 lists the rows in no chain (Seq 0), by ID, with ID > after.
+	// order; lane 0 lists the rows in no chain (Seq 0: not sealed yet; -1: set aside by
+	// SealAudit; or in no lane), by ID, with ID > after.
 	AuditChain(ctx context.Context, lane, after int64, limit int) ([]AuditRecord, error)
 	// AddAuditCheckpoint stores a checkpoint; ErrConflict when its Seq exists (another
 	// replica made that one).
@@ -205,4 +242,11 @@ type Audit interface {
 	// AuditCheckpoints returns up to limit (<= 0: 1,000) checkpoints with Seq > after, in Seq
 	// order; after < 0 returns the last limit checkpoints (still in Seq order).
 	AuditCheckpoints(ctx context.Context, after int64, limit int) ([]AuditCheckpoint, error)
+	// SealAudit links into the chain the records written to be sealed after their commit (a
+	// store with an audit key on PostgreSQL writes them so: see [AuditRecord.MAC]), in the order
+	// of their ids, and returns how many it sealed and how many it set aside: a record whose
+	// MAC is wrong is never sealed (Seq -1; verification reports it). Several processes may seal
+	// at once; each record is sealed once. A store that chains records as it writes them
+	// returns 0, 0.
+	SealAudit(ctx context.Context) (sealed, refused int, err error)
 }

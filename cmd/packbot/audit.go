@@ -242,16 +242,17 @@ signed by more than one key are a problem.`,
 }
 
 func runAuditVerify(ctx context.Context, a *app, o auditOptions) (err error) {
-	signer, source, err := auditSigner(a, o)
+	vo, source, err := auditKeys(a, o)
 	if err != nil {
 		return err
 	}
+	vo.Last = o.last
 	st, _, err := o.store.open(ctx, a)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, st.Close()) }()
-	rep, err := audit.Verify(ctx, st, audit.Options{Signer: signer, Last: o.last})
+	rep, err := audit.Verify(ctx, st, vo)
 	if err != nil {
 		return err
 	}
@@ -267,28 +268,46 @@ func runAuditVerify(ctx context.Context, a *app, o auditOptions) (err error) {
 	if rep.Uncovered > 0 {
 		fmt.Fprintf(a.stdout, "      %d records appended since the last checkpoint are not signed yet\n", rep.Uncovered)
 	}
+	if rep.Pending > 0 {
+		fmt.Fprintf(a.stdout, "      %d records not sealed yet, their MACs right\n", rep.Pending)
+	}
+	if rep.Unchecked > 0 {
+		fmt.Fprintf(a.stdout, "      %d records not sealed yet, their MACs not checked (no key: set %s)\n", rep.Unchecked, EnvDIDCommKey)
+	}
 	return nil
 }
 
-// auditSigner is the DID checkpoints must be signed by, and where it came from: --signer, else
-// the bot's key (PACKBOT_DIDCOMM_KEY, else the data folder's key file — read, never created),
-// else "" (any signer).
-func auditSigner(a *app, o auditOptions) (string, string, error) {
+// auditKeys are the keys verification uses, and where the signer came from. The DID
+// checkpoints must be signed by: --signer, else the bot's key (PACKBOT_DIDCOMM_KEY, else the
+// data folder's key file — read, never created), else "" (any signer). The audit key that
+// checks the MACs of records not sealed yet: from the same master key, when there is one.
+func auditKeys(a *app, o auditOptions) (audit.Options, string, error) {
+	master, source, err := masterKeyIfAny(a, o.store.dir(a))
+	if err != nil {
+		return audit.Options{}, "", err
+	}
+	var vo audit.Options
+	if master != nil {
+		if vo.MACKey, err = audit.MACKeyFromMaster(master); err != nil {
+			return audit.Options{}, "", err
+		}
+	}
 	if o.signer != "" {
 		if _, err := audit.PublicKey(o.signer); err != nil {
-			return "", "", fmt.Errorf("--signer: %w", err)
+			return audit.Options{}, "", fmt.Errorf("--signer: %w", err)
 		}
-		return o.signer, "--signer", nil
+		vo.Signer = o.signer
+		return vo, "--signer", nil
 	}
-	master, source, err := masterKeyIfAny(a, o.store.dir(a))
-	if err != nil || master == nil {
-		return "", "no key to pin: any signature counts (set " + EnvDIDCommKey + ")", err
+	if master == nil {
+		return vo, "no key to pin: any signature counts (set " + EnvDIDCommKey + ")", nil
 	}
 	k, err := audit.KeyFromMaster(master)
 	if err != nil {
-		return "", "", err
+		return audit.Options{}, "", err
 	}
-	return k.DID(), "the bot's key, from " + source, nil
+	vo.Signer = k.DID()
+	return vo, "the bot's key, from " + source, nil
 }
 
 // masterKeyIfAny is the DIDComm master key serve would use, when there is one: nil when
@@ -340,14 +359,15 @@ func (d *doctor) checkAudit(ctx context.Context, st store.Store, o doctorOptions
 	if st == nil {
 		return
 	}
-	signer, _, err := auditSigner(d.a, auditOptions{store: o.store})
+	vo, _, err := auditKeys(d.a, auditOptions{store: o.store})
 	if err != nil {
 		d.report("warn", "audit", "%v", err)
 		return
 	}
 	cctx, cancel := d.bounded(ctx)
 	defer cancel()
-	rep, err := audit.Verify(cctx, st, audit.Options{Signer: signer, Last: 10_000})
+	vo.Last = 10_000
+	rep, err := audit.Verify(cctx, st, vo)
 	switch {
 	case err != nil:
 		d.report("warn", "audit", "not verified: %v", err)

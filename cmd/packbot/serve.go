@@ -16,6 +16,7 @@ import (
 
 	"github.com/packbot/packbot/agent"
 	"github.com/packbot/packbot/approvals"
+	"github.com/packbot/packbot/audit"
 	"github.com/packbot/packbot/bot"
 	"github.com/packbot/packbot/channel"
 	"github.com/packbot/packbot/channel/didcomm"
@@ -156,6 +157,12 @@ type services struct {
 func (s *services) components() []component {
 	parts := []component{
 		{name: "store", provision: s.openStore, stop: func(context.Context) error { return s.st.Close() }},
+		// the audit's sealer and checkpoints stop after everything that writes the audit: their
+		// last seal and checkpoint take all
+		{name: "audit sealer", run: func(ctx context.Context) error {
+			return audit.NewSealer(s.st, &audit.SealerOptions{Logger: s.app.logger.With("component", "audit")}).Run(ctx)
+		}},
+		s.auditCheckpoints(),
 		{name: "telemetry", provision: s.openTelemetry, stop: s.closeTelemetry},
 		{name: "public listener", provision: s.listen, stop: s.eps.public.close},
 	}
@@ -169,7 +176,6 @@ func (s *services) components() []component {
 		{name: "bot", provision: s.provisionBot, run: func(ctx context.Context) error { return s.bot.Run(ctx) }},
 		{name: "approvals sweeper", run: func(ctx context.Context) error { return s.approvals.Run(ctx, s.bot.RefreshMenus) }},
 		{name: "pack watcher", run: s.watchPack},
-		s.auditCheckpoints(),
 		{name: "channel " + s.kind, run: func(ctx context.Context) error { return s.ch.Run(ctx, s.bot) }},
 	}...)
 	for _, e := range s.eps.all {
@@ -183,8 +189,15 @@ func (s *services) components() []component {
 }
 
 func (s *services) openStore(ctx context.Context) error {
-	var err error
-	if s.st, s.scfg, err = s.opts.store.open(ctx, s.app); err != nil {
+	master, _, err := didcommKey(s.app, s.opts.store.dir(s.app), "")
+	if err != nil {
+		return err
+	}
+	auditKey, err := audit.MACKeyFromMaster(master)
+	if err != nil {
+		return err
+	}
+	if s.st, s.scfg, err = s.opts.store.openWith(ctx, s.app, auditKey); err != nil {
 		return err
 	}
 	s.replica = s.newReplica()

@@ -79,8 +79,14 @@ func (o *storeOptions) dir(a *app) string {
 
 // open opens and migrates the configured store.
 func (o *storeOptions) open(ctx context.Context, a *app) (store.Store, storeConfig, error) {
+	return o.openWith(ctx, a, nil)
+}
+
+// openWith opens and migrates the configured store, which writes audit records to be sealed
+// after their commit when auditKey is set (serve's; see sqlstore.Options.AuditKey).
+func (o *storeOptions) openWith(ctx context.Context, a *app, auditKey []byte) (store.Store, storeConfig, error) {
 	cfg := o.resolve(a)
-	st, err := storeBackends[cfg.kind](ctx, cfg.target, &sqlstore.Options{Logger: a.logger.With("component", "store")})
+	st, err := storeBackends[cfg.kind](ctx, cfg.target, &sqlstore.Options{Logger: a.logger.With("component", "store"), AuditKey: auditKey})
 	if err != nil {
 		return nil, cfg, fmt.Errorf("open store (%s): %w", cfg.describe(), err)
 	}

@@ -104,8 +104,9 @@ const (
 	// vote, ins inserts it ($6 its proof: a duplicate fails the whole statement, the update
 	// included), au_src is the vote's audit record (approval.voted; its outcome the status after
 	// the vote, its detail the proof's digest), which auditChainWith appends.
-	voteUpdated = `u AS (` + qVoteApproval + `),
-	ins AS (INSERT INTO approval_votes (approval_id, approver, seq, decision, at, proof) SELECT id, $2, vote_count, $3, $4, $6 FROM u),
+	voteCounted = `u AS (` + qVoteApproval + `),
+	ins AS (INSERT INTO approval_votes (approval_id, approver, seq, decision, at, proof) SELECT id, $2, vote_count, $3, $4, $6 FROM u)`
+	voteUpdated = voteCounted + `,
 	au_src AS (SELECT 1 AS i, $4::bigint AS at, $2::text AS identity, ''::text AS roles, u.server, u.tool,
 		u.fingerprint AS args_fingerprint, $3::text AS decision, u.id AS approval_id, u.status AS outcome,
 		0::bigint AS latency_ns, ''::text AS error, ''::text AS result_fingerprint, '` + store.EventApprovalVoted + `'::text AS event,
@@ -117,8 +118,12 @@ const (
 )
 
 // qVoteApprovalPostgres counts the vote, inserts it and appends its audit record in one
-// statement: a duplicate vote fails all of it.
-var qVoteApprovalPostgres = auditChainWith(voteUpdated, selectUpdated)
+// statement: a duplicate vote fails all of it. With an audit key, qCountVotePostgres counts and
+// inserts the vote, and the record, whose MAC the store computes, follows in the transaction.
+var (
+	qVoteApprovalPostgres = auditChainWith(voteUpdated, selectUpdated)
+	qCountVotePostgres    = `WITH ` + voteCounted + selectUpdated
+)
 
 // defaultApprovalLimit is how many requests ListApprovals returns when the query sets no limit.
 const defaultApprovalLimit = 100
@@ -220,13 +225,13 @@ func (db *DB) createApprovalPostgres(ctx context.Context, args []any, roles []st
 		args = append(args, rows)
 		fmt.Fprintf(&q, `, o AS (`+outboxInsertHead+`a, json_to_recordset($%d::json)`+outboxInsertTail+`)`, len(args))
 	}
-	src, err := auditSource(stamped(now, record))
+	src, err := auditSource(db.stamped(now, record))
 	if err != nil {
 		return err
 	}
 	args = append(args, src)
 	q.WriteString(", " + auditJSONSource(len(args)))
-	_, err = db.conn().exec(ctx, auditChainWith(q.String(), `SELECT 1 FROM a`), args...)
+	_, err = db.conn().exec(ctx, db.auditWith(q.String(), `SELECT 1 FROM a`), args...)
 	return err
 }
 
@@ -285,9 +290,17 @@ func (db *DB) voteApproval(ctx context.Context, id string, v store.Vote, lease t
 	// vote runs the vote on c (on SQLite, inside a transaction).
 	vote := func(c conn) ([]approvalRow, error) {
 		if db.d.name == postgres {
-			rs, err := queryApprovals(ctx, c, qVoteApprovalPostgres, append(args, v.Proof)...)
-			if err == nil && len(rs) == 1 {
-				rs[0].a.Votes = append(rs[0].a.Votes, v) // the earlier votes the join saw, then this one
+			q := qVoteApprovalPostgres
+			if db.auditKey != nil {
+				q = qCountVotePostgres
+			}
+			rs, err := queryApprovals(ctx, c, q, append(args, v.Proof)...)
+			if err != nil || len(rs) != 1 {
+				return rs, err
+			}
+			rs[0].a.Votes = append(rs[0].a.Votes, v) // the earlier votes the join saw, then this one
+			if db.auditKey != nil {
+				err = appendVoteRecord(ctx, c, rs[0].a, v)
 			}
 			return rs, err
 		}
@@ -298,14 +311,11 @@ func (db *DB) voteApproval(ctx context.Context, id string, v store.Vote, lease t
 		if _, err = c.exec(ctx, qInsertVote, id, v.Approver, rs[0].votes, v.Decision, millis(v.At), v.Proof); err != nil {
 			return rs, err
 		}
-		rec := transitionRecord(rs[0].a, store.EventApprovalVoted, v.Approver, v.Decision, v.At)
-		rec.Detail = v.Proof
-		_, err = appendAudit(ctx, c, v.At, []store.AuditRecord{rec})
-		return rs, err
+		return rs, appendVoteRecord(ctx, c, rs[0].a, v)
 	}
 	var rs []approvalRow
 	var err error
-	if notices == nil && db.d.name == postgres {
+	if notices == nil && db.d.name == postgres && db.auditKey == nil {
 		rs, err = vote(db.conn()) // one statement
 	} else {
 		err = db.tx(ctx, func(c conn) error {
@@ -388,6 +398,14 @@ func (db *DB) FinishExecution(ctx context.Context, id string, e store.Execution)
 		return store.Approval{}, store.AuditRecord{}, fmt.Errorf("finish execution of approval %s: %w", id, err)
 	}
 	return a, row, nil
+}
+
+// appendVoteRecord appends the audit record of v, a vote that changed a to what it is.
+func appendVoteRecord(ctx context.Context, c conn, a store.Approval, v store.Vote) error {
+	rec := transitionRecord(a, store.EventApprovalVoted, v.Approver, v.Decision, v.At)
+	rec.Detail = v.Proof
+	_, err := appendAudit(ctx, c, v.At, []store.AuditRecord{rec})
+	return err
 }
 
 // txStep is what a conditional update of requests writes with it, in its transaction, once it

@@ -20,14 +20,17 @@ import (
 // each transaction takes a lane no other transaction holds (FOR UPDATE SKIP LOCKED).
 
 const (
-	auditColumns = `id, at, identity, roles, server, tool, args_fingerprint, decision, approval_id, outcome,
+	// auditColumnsV8 are the audit's columns up to migration 8 (chainLegacyAudit reads them in
+	// migration 7); auditColumns all of them, as scanAuditRecord scans them.
+	auditColumnsV8 = `id, at, identity, roles, server, tool, args_fingerprint, decision, approval_id, outcome,
 	latency_ns, error, result_fingerprint, event, detail, lane, seq, prev_id, prev, hash`
+	auditColumns = auditColumnsV8 + `, mac`
 
 	// auditSourceColumns are the columns of the rows a chain statement appends (its source,
 	// the CTE au_src), numbered by i from 1 in the order they are appended.
 	auditSourceColumns = `i int, at bigint, identity text, roles text, server text, tool text, args_fingerprint text,
 	decision text, approval_id text, outcome text, latency_ns bigint, error text, result_fingerprint text, event text,
-	detail text`
+	detail text, mac text`
 	// auditDataColumns are the columns an appended row takes from its source.
 	auditDataColumns = `at, identity, roles, server, tool, args_fingerprint, decision, approval_id, outcome, latency_ns,
 	error, result_fingerprint, event, detail`
@@ -56,9 +59,17 @@ const (
 	qAddAuditCheckpoint     = `INSERT INTO audit_checkpoints (` + checkpointColumns + `) VALUES ($1, $2, $3, $4, $5)`
 	qAuditCheckpoints       = `SELECT ` + checkpointColumns + ` FROM audit_checkpoints WHERE seq > $1 ORDER BY seq LIMIT $2`
 	qLastAuditCheckpoints   = `SELECT ` + checkpointColumns + ` FROM (SELECT ` + checkpointColumns + ` FROM audit_checkpoints ORDER BY seq DESC LIMIT $1) c ORDER BY seq`
-	qLegacyAudit            = `SELECT ` + auditColumns + ` FROM audit WHERE seq = 0 ORDER BY id LIMIT 500`
+	qLegacyAudit            = `SELECT ` + auditColumnsV8 + `, '' FROM audit WHERE seq = 0 ORDER BY id LIMIT 500`
 	qLinkLegacyAudit        = `UPDATE audit SET lane = $2, seq = $3, prev_id = $4, prev = $5, hash = $6 WHERE id = $1 AND seq = 0`
 	qLockLaneOne            = `SELECT lane, seq, id, hash FROM audit_lanes WHERE lane = 1 FOR UPDATE`
+	qAnyUnsealedAudit       = `SELECT EXISTS (SELECT 1 FROM audit WHERE seq = 0)`
+	qUnsealedAudit          = `SELECT ` + auditColumns + ` FROM audit WHERE seq = 0 ORDER BY id LIMIT $1`
+	qSealAudit              = `UPDATE audit a SET lane = u.lane, seq = u.seq, prev_id = u.prev_id, prev = u.prev, hash = u.hash
+	FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[]) AS u (id, lane, seq, prev_id, prev, hash)
+	WHERE a.id = u.id AND a.seq = 0`
+	qSetAsideAudit = `UPDATE audit SET seq = -1 WHERE id = ANY($1::bigint[]) AND seq = 0`
+	// sealBatch is how many records SealAudit links in one transaction.
+	sealBatch               = 1000
 	defaultAuditChainLimit  = 1000
 	defaultAuditCheckpoints = 1000
 )
@@ -92,9 +103,22 @@ var (
 		FROM (SELECT i, lane, seq, id, hash FROM au_chain ORDER BY i DESC LIMIT 1) t
 		WHERE audit_lanes.lane = t.lane AND t.i > 0)`
 
-	// qAppendAuditPostgres appends the rows of $1 and returns where they went.
-	qAppendAuditPostgres = auditChainWith(auditJSONSource(1), `SELECT id, lane, seq, prev_id, prev, hash FROM au_ins ORDER BY seq`)
+	// auditUnsealedCTE inserts the rows of au_src unsealed (seq 0), with their MACs: a store
+	// with an audit key writes them so, and SealAudit links them after their commit.
+	auditUnsealedCTE = `au_ins AS (INSERT INTO audit (mac, ` + auditDataColumns + `)
+		SELECT r.mac, r.at, r.identity, NULLIF(r.roles, '')::json, r.server, r.tool, r.args_fingerprint, r.decision,
+			r.approval_id, r.outcome, r.latency_ns, r.error, r.result_fingerprint, r.event, r.detail
+		FROM au_src r ORDER BY r.i
+		RETURNING id, lane, seq, prev_id, prev, hash)`
+
+	// qAppendAuditPostgres appends the rows of $1 and returns where they went; qInsertAuditPostgres
+	// inserts them unsealed.
+	qAppendAuditPostgres = auditChainWith(auditJSONSource(1), appendedAudit)
+	qInsertAuditPostgres = auditUnsealedWith(auditJSONSource(1), appendedAudit)
 )
+
+// appendedAudit is the main query of qAppendAuditPostgres: the rows appended, in order.
+const appendedAudit = `SELECT id, lane, seq, prev_id, prev, hash FROM au_ins ORDER BY id`
 
 // auditHashSQL is store.AuditHash's text (see store's auditHashText) in SQL, of the link after
 // c (the lane's previous row) and the source row r.
@@ -123,6 +147,21 @@ func auditChainWith(head, main string) string {
 	return `WITH RECURSIVE ` + head + `, ` + auditChainCTEs + "\n" + main
 }
 
+// auditUnsealedWith is auditChainWith for a store that seals records after their commit: head,
+// then the unsealed insert of au_src, then main.
+func auditUnsealedWith(head, main string) string {
+	return `WITH ` + head + `, ` + auditUnsealedCTE + "\n" + main
+}
+
+// auditWith is the statement of head and main that appends au_src the way db does: chained
+// (auditChainWith) or, with an audit key on PostgreSQL, unsealed (auditUnsealedWith).
+func (db *DB) auditWith(head, main string) string {
+	if db.auditKey != nil {
+		return auditUnsealedWith(head, main)
+	}
+	return auditChainWith(head, main)
+}
+
 // auditRow is one row of a chain statement's JSON source (auditSourceColumns).
 type auditRow struct {
 	I                 int    `json:"i"`
@@ -140,6 +179,7 @@ type auditRow struct {
 	ResultFingerprint string `json:"result_fingerprint"`
 	Event             string `json:"event"`
 	Detail            string `json:"detail"`
+	MAC               string `json:"mac"`
 }
 
 // stamped is rows with At defaulting to now, to the millisecond (as stored).
@@ -152,11 +192,23 @@ func stamped(now time.Time, rows []store.AuditRecord) []store.AuditRecord {
 	return out
 }
 
+// stamped is rows with At defaulting to now, to the millisecond (as stored), and, with an audit
+// key, their MACs.
+func (db *DB) stamped(now time.Time, rows []store.AuditRecord) []store.AuditRecord {
+	rows = stamped(now, rows)
+	if db.auditKey != nil {
+		for i := range rows {
+			rows[i].MAC = store.AuditMAC(db.auditKey, rows[i])
+		}
+	}
+	return rows
+}
+
 // auditSource is rows as the JSON argument of a chain statement.
 func auditSource(rows []store.AuditRecord) (any, error) {
 	src := make([]auditRow, 0, len(rows))
 	for i, r := range rows {
-		src = append(src, auditRow{I: i + 1, At: millis(r.At), Identity: r.Identity, Roles: store.AuditRoles(r.Roles), Server: r.Server,
+		src = append(src, auditRow{I: i + 1, MAC: r.MAC, At: millis(r.At), Identity: r.Identity, Roles: store.AuditRoles(r.Roles), Server: r.Server,
 			Tool: r.Tool, ArgsFingerprint: r.ArgsFingerprint, Decision: r.Decision, ApprovalID: r.ApprovalID, Outcome: r.Outcome,
 			LatencyNS: int64(r.Latency), Error: r.Error, ResultFingerprint: r.ResultFingerprint, Event: r.Event, Detail: r.Detail})
 	}
@@ -173,19 +225,24 @@ func appendAudit(ctx context.Context, c conn, now time.Time, rows []store.AuditR
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	rows = stamped(now, rows)
 	if c.db.d.name == sqlite {
+		rows = stamped(now, rows)
 		return rows, appendAuditSQLite(ctx, c, rows)
 	}
+	rows = c.db.stamped(now, rows)
 	src, err := auditSource(rows)
 	if err != nil {
 		return nil, err
+	}
+	q := qAppendAuditPostgres
+	if c.db.auditKey != nil {
+		q = qInsertAuditPostgres
 	}
 	links, err := query(ctx, c, func(s scanner) (store.AuditRecord, error) {
 		var r store.AuditRecord
 		err := s.Scan(&r.ID, &r.Link.Lane, &r.Link.Seq, &r.Link.PrevID, &r.Link.Prev, &r.Hash)
 		return r, err
-	}, qAppendAuditPostgres, src)
+	}, q, src)
 	if err != nil {
 		return nil, err
 	}
@@ -226,13 +283,16 @@ func auditDataArgs(r store.AuditRecord) []any {
 
 // auditStatement is the statement that appends rows in a PostgreSQL batch (see appendAudit);
 // ok is false when there are none.
-func auditStatement(now time.Time, rows []store.AuditRecord) (s stmt, ok bool, err error) {
+func (db *DB) auditStatement(now time.Time, rows []store.AuditRecord) (s stmt, ok bool, err error) {
 	if len(rows) == 0 {
 		return stmt{}, false, nil
 	}
-	src, err := auditSource(stamped(now, rows))
+	src, err := auditSource(db.stamped(now, rows))
 	if err != nil {
 		return stmt{}, false, err
+	}
+	if db.auditKey != nil {
+		return stmt{qInsertAuditPostgres, []any{src}}, true, nil
 	}
 	return stmt{qAppendAuditPostgres, []any{src}}, true, nil
 }
@@ -392,7 +452,7 @@ func scanAuditRecord(r scanner) (store.AuditRecord, error) {
 	)
 	err := r.Scan(&a.ID, &at, &a.Identity, &roles, &a.Server, &a.Tool, &a.ArgsFingerprint, &a.Decision,
 		&a.ApprovalID, &a.Outcome, &nanos, &a.Error, &a.ResultFingerprint, &a.Event, &a.Detail,
-		&a.Link.Lane, &a.Link.Seq, &a.Link.PrevID, &a.Link.Prev, &a.Hash)
+		&a.Link.Lane, &a.Link.Seq, &a.Link.PrevID, &a.Link.Prev, &a.Hash, &a.MAC)
 	if err != nil {
 		return store.AuditRecord{}, err
 	}
@@ -429,6 +489,78 @@ func chainLegacyAudit(ctx context.Context, c conn) error {
 		return fmt.Errorf("advance audit lane 1: %w", err)
 	}
 	return nil
+}
+
+// SealAudit links the unsealed records into lane 1, sealBatch at a time, each batch in one
+// transaction that holds the lane: records whose MAC is right get their place and hash
+// (store.AuditHash, computed here), the others are set aside (seq -1). A store without an audit
+// key (SQLite's included) chains as it writes and has nothing to seal.
+func (db *DB) SealAudit(ctx context.Context) (sealed, refused int, err error) {
+	if db.auditKey == nil {
+		return 0, 0, nil
+	}
+	var pending bool
+	if err := db.conn().queryRow(ctx, qAnyUnsealedAudit).Scan(&pending); err != nil {
+		return 0, 0, fmt.Errorf("seal the audit: %w", err)
+	}
+	if !pending {
+		return 0, 0, nil
+	}
+	for {
+		var n, bad int
+		err := db.tx(ctx, func(c conn) error {
+			var err error
+			n, bad, err = db.sealOnce(ctx, c)
+			return err
+		})
+		if err != nil {
+			return sealed, refused, fmt.Errorf("seal the audit: %w", err)
+		}
+		sealed, refused = sealed+n, refused+bad
+		if n+bad < sealBatch {
+			return sealed, refused, nil
+		}
+	}
+}
+
+// sealOnce seals up to sealBatch records in the transaction c (see SealAudit).
+func (db *DB) sealOnce(ctx context.Context, c conn) (sealed, refused int, err error) {
+	var head store.AuditLane
+	if err := c.queryRow(ctx, qLockLaneOne).Scan(&head.Lane, &head.Seq, &head.ID, &head.Hash); err != nil {
+		return 0, 0, fmt.Errorf("lock audit lane 1: %w", err)
+	}
+	rows, err := query(ctx, c, scanAuditRecord, qUnsealedAudit, sealBatch)
+	if err != nil || len(rows) == 0 {
+		return 0, 0, err
+	}
+	var ids, lanes, seqs, prevIDs, aside []int64
+	var prevs, hashes []string
+	for _, r := range rows {
+		if !store.CheckAuditMAC(db.auditKey, r) {
+			aside = append(aside, r.ID)
+			continue
+		}
+		r.Link = store.AuditLink{Lane: head.Lane, Seq: head.Seq + 1, PrevID: head.ID, Prev: head.Hash}
+		r.Hash = store.AuditHash(r)
+		ids, lanes, seqs, prevIDs = append(ids, r.ID), append(lanes, r.Link.Lane), append(seqs, r.Link.Seq), append(prevIDs, r.Link.PrevID)
+		prevs, hashes = append(prevs, r.Link.Prev), append(hashes, r.Hash)
+		head = store.AuditLane{Lane: head.Lane, Seq: r.Link.Seq, ID: r.ID, Hash: r.Hash}
+	}
+	if len(aside) > 0 {
+		if _, err := c.exec(ctx, qSetAsideAudit, aside); err != nil {
+			return 0, 0, fmt.Errorf("set aside audit records: %w", err)
+		}
+	}
+	if len(ids) == 0 {
+		return 0, len(aside), nil
+	}
+	if _, err := c.exec(ctx, qSealAudit, ids, lanes, seqs, prevIDs, prevs, hashes); err != nil {
+		return 0, 0, fmt.Errorf("link audit records: %w", err)
+	}
+	if _, err := c.exec(ctx, qAdvanceLane, head.Lane, head.Seq, head.ID, head.Hash); err != nil {
+		return 0, 0, fmt.Errorf("advance audit lane 1: %w", err)
+	}
+	return len(ids), len(aside), nil
 }
 
 var _ store.Audit = (*DB)(nil)

@@ -44,6 +44,9 @@ func TestMigrationChainsOldAudit(t *testing.T) {
 			if _, err := db.AppendAudit(t.Context(), store.AuditRecord{Identity: "bob", Tool: "d"}); err != nil {
 				t.Fatal(err)
 			}
+			if _, _, err := db.SealAudit(t.Context()); err != nil { // a sealed store's new record follows the old ones
+				t.Fatal(err)
+			}
 			rs, err := db.AuditChain(t.Context(), 1, 0, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -189,6 +192,19 @@ func TestAuditNoLane(t *testing.T) {
 			ctx := t.Context()
 			if _, err := db.conn().exec(ctx, `DELETE FROM audit_lanes`); err != nil {
 				t.Fatal(err)
+			}
+			if db.auditKey != nil { // written unsealed: the seal fails, and the record waits for a lane
+				id, err := db.AppendAudit(ctx, store.AuditRecord{Identity: "ana"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := db.SealAudit(ctx); err == nil {
+					t.Fatal("sealed with no lane")
+				}
+				if r, err := db.GetAudit(ctx, id); err != nil || r.Link.Seq != 0 || r.MAC == "" {
+					t.Fatalf("record %+v, %v: want it kept unsealed", r, err)
+				}
+				return
 			}
 			if _, err := db.AppendAudit(ctx, store.AuditRecord{Identity: "ana"}); err == nil {
 				t.Fatal("a row appended with no lane")

@@ -212,7 +212,7 @@ func (db *DB) completePostgres(ctx context.Context, c store.Completion) (store.C
 		}
 		stmts = append(stmts, stmt{appendMemoryStatement(len(kept)), appendMemoryArgs(now, k.key, n, kept, k.keep)})
 	}
-	if audit, ok, err := auditStatement(now, c.Audit); err != nil {
+	if audit, ok, err := db.auditStatement(now, c.Audit); err != nil {
 		return store.Completed{}, err
 	} else if ok {
 		stmts = append(stmts, audit)

@@ -24,6 +24,13 @@ type Options struct {
 	// Now is the clock for the timestamps the store sets (CreatedAt, UpdatedAt, At and the
 	// outbox defaults); nil means time.Now.
 	Now func() time.Time
+	// AuditKey, on PostgreSQL, makes the store write audit records unsealed, each with its MAC
+	// under this key (store.AuditMAC), and link them into the chain after their commit
+	// (SealAudit): a transaction then writes only its own rows, not the chain's. Every process
+	// that writes to the database should hold the same key (serve derives it from the DIDComm
+	// master key). Nil: records are chained in the transaction that writes them, as they
+	// always are on SQLite, whose one writer at a time makes that cheap.
+	AuditKey []byte
 }
 
 // DB is a [store.Store] on PostgreSQL or SQLite. It is safe for concurrent use, and several
@@ -42,6 +49,8 @@ type DB struct {
 	// stmts caches prepared statements by query text: preparing is most of the cost of a small
 	// query on SQLite, which otherwise parses the SQL on every call.
 	stmts sync.Map // string → *sql.Stmt
+	// auditKey is Options.AuditKey on PostgreSQL (nil on SQLite).
+	auditKey []byte
 	// accepts and completions group the inbox's writes of concurrent callers into shared
 	// transactions on PostgreSQL (see group).
 	accepts, completions group
@@ -57,6 +66,9 @@ func newDB(ctx context.Context, sqlDB *sql.DB, pool *pgxpool.Pool, d *dialect, o
 	}
 	if opts != nil && opts.Now != nil {
 		db.now = opts.Now
+	}
+	if opts != nil && len(opts.AuditKey) > 0 && d.name == postgres {
+		db.auditKey = opts.AuditKey
 	}
 	if err := db.migrate(ctx); err != nil {
 		return nil, errors.Join(err, db.Close())

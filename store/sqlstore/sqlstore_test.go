@@ -24,6 +24,7 @@ var backends = []struct {
 }{
 	{"SQLite", sqliteDatabase},
 	{"Postgres", postgresDatabase},
+	{"PostgresSealed", sealedPostgresDatabase},
 }
 
 func TestConformance(t *testing.T) {
@@ -94,6 +95,21 @@ func postgresDatabase(t testing.TB) func(ctx context.Context) (*DB, error) {
 	t.Helper()
 	dsn := storetest.PostgresDSN(t)
 	return func(ctx context.Context) (*DB, error) { return OpenPostgres(ctx, dsn, testOptions(t)) }
+}
+
+// testAuditKey is the audit key of sealedPostgresDatabase's stores.
+var testAuditKey = []byte("0123456789abcdef0123456789abcdef")
+
+// sealedPostgresDatabase is postgresDatabase with an audit key: records are written unsealed and
+// sealed after their commit (Options.AuditKey).
+func sealedPostgresDatabase(t testing.TB) func(ctx context.Context) (*DB, error) {
+	t.Helper()
+	dsn := storetest.PostgresDSN(t)
+	return func(ctx context.Context) (*DB, error) {
+		o := testOptions(t)
+		o.AuditKey = testAuditKey
+		return OpenPostgres(ctx, dsn, o)
+	}
 }
 
 // TestErrorsHideConnectionIDs: a store error names a connection by its log id, never by its

@@ -609,8 +609,14 @@ func testFinishWithAudit(t *testing.T, s store.Store) {
 	a, stored, err := s.FinishExecution(ctx, "x1", store.Execution{State: store.ExecDone, Result: []byte("ok"), Audit: &row})
 	check(t, err)
 	wantEqual(t, "exec", a.Exec, store.ExecDone)
+	if stored.ID != 0 && stored.Link.Seq == 0 && stored.MAC != "" { // written to be sealed after its commit
+		_, _, err := s.SealAudit(ctx)
+		check(t, err)
+		stored, err = s.GetAudit(ctx, stored.ID)
+		check(t, err)
+	}
 	want := row
-	want.ID, want.ApprovalID, want.Hash, want.Link = stored.ID, "x1", stored.Hash, stored.Link
+	want.ID, want.ApprovalID, want.Hash, want.Link, want.MAC = stored.ID, "x1", stored.Hash, stored.Link, stored.MAC
 	if stored.ID == 0 || stored.Hash != store.AuditHash(stored) || stored.Link.Seq == 0 {
 		t.Fatalf("stored row %+v: no id, or not chained", stored)
 	}

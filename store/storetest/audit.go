@@ -3,6 +3,7 @@ package storetest
 import (
 	"cmp"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ var auditTests = []test{
 	{"Chain", testAuditChain},
 	{"Transitions", testAuditTransitions},
 	{"Checkpoints", testAuditCheckpoints},
+	{"Seal", testAuditSeal},
 }
 
 func appendAudit(t *testing.T, s store.Store, r store.AuditRecord) int64 {
@@ -64,7 +66,7 @@ func testAppendListAudit(t *testing.T, s store.Store) {
 	}
 	got := listAudit(t, s, store.AuditQuery{Identity: "alice"})
 	if len(got) == 1 {
-		want.Hash, want.Link = got[0].Hash, got[0].Link
+		want.Hash, want.Link, want.MAC = got[0].Hash, got[0].Link, got[0].MAC
 	}
 	wantEqual(t, "rows", got, []store.AuditRecord{want})
 	r, err := s.GetAudit(t.Context(), want.ID)
@@ -137,11 +139,14 @@ func AuditChained(t *testing.T, s store.Store) int {
 	return wantChained(t, s)
 }
 
-// wantChained checks every lane of s: its rows follow each other (seq 1, 2, 3…, each naming
-// the one before), each hash is its record's, the lane's head is its last row, and no row is
-// in no chain. It returns the number of rows.
+// wantChained seals what s has not sealed yet, then checks every lane of s: its rows follow each
+// other (seq 1, 2, 3…, each naming the one before), each hash is its record's, the lane's head
+// is its last row, and no row is in no chain. It returns the number of rows.
 func wantChained(t *testing.T, s store.Store) int {
 	t.Helper()
+	_, refused, err := s.SealAudit(t.Context())
+	check(t, err)
+	wantEqual(t, "records set aside", refused, 0)
 	lanes, err := s.AuditLanes(t.Context())
 	check(t, err)
 	n := 0
@@ -287,4 +292,68 @@ func testAuditCheckpoints(t *testing.T, s store.Store) {
 	cs, err = s.AuditCheckpoints(ctx, -1, 2)
 	check(t, err)
 	wantEqual(t, "the last two", cs, want[2:])
+}
+
+// testAuditSeal: a store that writes records to be sealed after their commit writes them with a
+// MAC and no place, lists them in no chain until SealAudit links them, in id order, and seals
+// each once, also when several seal at once; a store that chains as it writes has nothing to
+// seal. Either way the audit ends chained.
+func testAuditSeal(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	id := appendAudit(t, s, call("alice", "github", "t", t0))
+	r, err := s.GetAudit(ctx, id)
+	check(t, err)
+	deferred := r.Link.Seq == 0
+	if deferred {
+		if r.MAC == "" || r.Hash != "" {
+			t.Fatalf("unsealed record %+v: want a MAC and no hash", r)
+		}
+		off, err := s.AuditChain(ctx, 0, 0, 10)
+		check(t, err)
+		wantEqual(t, "records in no chain before the seal", auditIDs(off), []int64{id})
+	} else if r.Hash != store.AuditHash(r) {
+		t.Fatalf("record %+v chained as written: hash %s, want %s", r, r.Hash, store.AuditHash(r))
+	}
+	sealed, refused, err := s.SealAudit(ctx)
+	check(t, err)
+	if want := map[bool]int{true: 1}[deferred]; sealed != want || refused != 0 {
+		t.Fatalf("SealAudit sealed %d and set aside %d, want %d and 0", sealed, refused, want)
+	}
+	r, err = s.GetAudit(ctx, id)
+	check(t, err)
+	if r.Link.Seq <= 0 || r.Hash != store.AuditHash(r) {
+		t.Fatalf("record after the seal %+v: want a place and its hash", r)
+	}
+	sealed, refused, err = s.SealAudit(ctx)
+	check(t, err)
+	wantEqual(t, "sealed again", sealed+refused, 0)
+
+	// writers and sealers at once: every record sealed once, in one chain per lane
+	const writers, each = 4, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				if _, err := s.AppendAudit(ctx, call(fmt.Sprint("w", w), "github", "t", t0.Add(time.Duration(i)*time.Second))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			for range each / 5 {
+				if _, _, err := s.SealAudit(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	wantEqual(t, "records chained", wantChained(t, s), 1+writers*each)
 }

@@ -2,7 +2,7 @@
 -- Generated: go test ./store/sqlstore -run TestAuditChainBenchScript -update
 WITH RECURSIVE au_src AS (SELECT * FROM json_to_recordset(:src::json) AS r(i int, at bigint, identity text, roles text, server text, tool text, args_fingerprint text,
 	decision text, approval_id text, outcome text, latency_ns bigint, error text, result_fingerprint text, event text,
-	detail text)), au_ids AS MATERIALIZED (SELECT s.*, nextval('audit_id_seq') AS id FROM au_src s),
+	detail text, mac text)), au_ids AS MATERIALIZED (SELECT s.*, nextval('audit_id_seq') AS id FROM au_src s),
 	au_pick AS MATERIALIZED (SELECT audit_lane(COALESCE(
 		(SELECT lane FROM audit_lanes ORDER BY lane LIMIT 1 FOR UPDATE SKIP LOCKED),
 		(SELECT lane FROM audit_lanes ORDER BY random() LIMIT 1))) AS lane
@@ -23,4 +23,4 @@ WITH RECURSIVE au_src AS (SELECT * FROM json_to_recordset(:src::json) AS r(i int
 	au_adv AS (UPDATE audit_lanes SET seq = t.seq, id = t.id, hash = t.hash
 		FROM (SELECT i, lane, seq, id, hash FROM au_chain ORDER BY i DESC LIMIT 1) t
 		WHERE audit_lanes.lane = t.lane AND t.i > 0)
-SELECT id, lane, seq, prev_id, prev, hash FROM au_ins ORDER BY seq;
+SELECT id, lane, seq, prev_id, prev, hash FROM au_ins ORDER BY id;
