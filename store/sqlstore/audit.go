@@ -55,16 +55,16 @@ const (
 	qAuditOffChain = `SELECT ` + auditColumns + ` FROM audit a WHERE (a.seq <= 0 OR NOT EXISTS
 		(SELECT 1 FROM audit_lanes l WHERE l.lane = a.lane)) AND a.id > $1 ORDER BY a.id LIMIT $2`
 
-	checkpointColumns       = `seq, at, signer, body, signature`
-	qAddAuditCheckpoint     = `INSERT INTO audit_checkpoints (` + checkpointColumns + `) VALUES ($1, $2, $3, $4, $5)`
-	qAuditCheckpoints       = `SELECT ` + checkpointColumns + ` FROM audit_checkpoints WHERE seq > $1 ORDER BY seq LIMIT $2`
-	qLastAuditCheckpoints   = `SELECT ` + checkpointColumns + ` FROM (SELECT ` + checkpointColumns + ` FROM audit_checkpoints ORDER BY seq DESC LIMIT $1) c ORDER BY seq`
-	qLegacyAudit            = `SELECT ` + auditColumnsV8 + `, '' FROM audit WHERE seq = 0 ORDER BY id LIMIT 500`
-	qLinkLegacyAudit        = `UPDATE audit SET lane = $2, seq = $3, prev_id = $4, prev = $5, hash = $6 WHERE id = $1 AND seq = 0`
-	qLockLaneOne            = `SELECT lane, seq, id, hash FROM audit_lanes WHERE lane = 1 FOR UPDATE`
-	qAnyUnsealedAudit       = `SELECT EXISTS (SELECT 1 FROM audit WHERE seq = 0)`
-	qUnsealedAudit          = `SELECT ` + auditColumns + ` FROM audit WHERE seq = 0 ORDER BY id LIMIT $1`
-	qSealAudit              = `UPDATE audit a SET lane = u.lane, seq = u.seq, prev_id = u.prev_id, prev = u.prev, hash = u.hash
+	checkpointColumns     = `seq, at, signer, body, signature`
+	qAddAuditCheckpoint   = `INSERT INTO audit_checkpoints (` + checkpointColumns + `) VALUES ($1, $2, $3, $4, $5)`
+	qAuditCheckpoints     = `SELECT ` + checkpointColumns + ` FROM audit_checkpoints WHERE seq > $1 ORDER BY seq LIMIT $2`
+	qLastAuditCheckpoints = `SELECT ` + checkpointColumns + ` FROM (SELECT ` + checkpointColumns + ` FROM audit_checkpoints ORDER BY seq DESC LIMIT $1) c ORDER BY seq`
+	qLegacyAudit          = `SELECT ` + auditColumnsV8 + `, '' FROM audit WHERE seq = 0 ORDER BY id LIMIT 500`
+	qLinkLegacyAudit      = `UPDATE audit SET lane = $2, seq = $3, prev_id = $4, prev = $5, hash = $6 WHERE id = $1 AND seq = 0`
+	qLockLaneOne          = `SELECT lane, seq, id, hash FROM audit_lanes WHERE lane = 1 FOR UPDATE`
+	qAnyUnsealedAudit     = `SELECT EXISTS (SELECT 1 FROM audit WHERE seq = 0)`
+	qUnsealedAudit        = `SELECT ` + auditColumns + ` FROM audit WHERE seq = 0 ORDER BY id LIMIT $1`
+	qSealAudit            = `UPDATE audit a SET lane = u.lane, seq = u.seq, prev_id = u.prev_id, prev = u.prev, hash = u.hash
 	FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[]) AS u (id, lane, seq, prev_id, prev, hash)
 	WHERE a.id = u.id AND a.seq = 0`
 	qSetAsideAudit = `UPDATE audit SET seq = -1 WHERE id = ANY($1::bigint[]) AND seq = 0`
