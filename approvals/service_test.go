@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/packbot/packbot/approvals"
+	"github.com/packbot/packbot/audit"
 	"github.com/packbot/packbot/mcp"
 	"github.com/packbot/packbot/mcp/demoserver"
 	"github.com/packbot/packbot/packs"
@@ -51,8 +52,10 @@ type fixture struct {
 // backend names a store the tests run on.
 type backend string
 
-// backends: every test runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
-var backends = []backend{"SQLite", "Postgres"}
+// backends: every test runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set: once
+// chaining audit records as they are written, once sealing them after their commit (an audit
+// key and a sealer, as serve runs it).
+var backends = []backend{"SQLite", "Postgres", "PostgresSealed"}
 
 // eachBackend runs test on each backend, as a subtest.
 func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
@@ -61,20 +64,37 @@ func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
 	}
 }
 
+// testAuditKey is the audit key of the PostgresSealed stores.
+var testAuditKey = []byte("0123456789abcdef0123456789abcdef")
+
 // openStore opens a new, empty store of backend b, closed when the test ends.
 func openStore(tb testing.TB, b backend) store.Store {
 	tb.Helper()
 	var st store.Store
 	var err error
-	if b == "Postgres" {
+	switch b {
+	case "Postgres":
 		st, err = sqlstore.OpenPostgres(context.Background(), storetest.PostgresDSN(tb), nil)
-	} else {
+	case "PostgresSealed":
+		st, err = sqlstore.OpenPostgres(context.Background(), storetest.PostgresDSN(tb), &sqlstore.Options{AuditKey: testAuditKey})
+	default:
 		st, err = sqlstore.OpenSQLite(context.Background(), filepath.Join(tb.TempDir(), "approvals.db"), nil)
 	}
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = st.Close() })
+	if b == "PostgresSealed" {
+		ctx, cancel := context.WithCancel(context.Background())
+		sealing := make(chan error, 1)
+		go func() { sealing <- audit.NewSealer(st, nil).Run(ctx) }()
+		tb.Cleanup(func() { // before the store closes
+			cancel()
+			if err := <-sealing; err != nil {
+				tb.Error(err)
+			}
+		})
+	}
 	return st
 }
 
