@@ -2,6 +2,8 @@
 // audit — every tool call and every approval transition, in the transaction of what caused it —
 // as hash chains (store.AuditRecord.Hash and Link); this package:
 //
+//   - seals the records a store wrote to be sealed after their commit ([Sealer], run by serve:
+//     see store.Audit.SealAudit), and derives the store's audit key ([MACKeyFromMaster]);
 //   - signs checkpoints of every chain's head with the bot's own key ([Checkpointer], run by
 //     serve), each naming the checkpoint before it;
 //   - verifies the chains and the checkpoints ([Verify]), naming the first record changed,

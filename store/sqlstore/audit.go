@@ -15,9 +15,12 @@ import (
 
 // The audit is hash-chained (migration 007): every row is appended to a lane, after the lane's
 // head, with a hash of its place and content (store.AuditHash). The one writer of rows is
-// appendAudit, whose PostgreSQL statement (auditChain) computes the chain in SQL so that it runs
-// in the statements and batches of what caused the rows — one round trip, no lock waited for:
-// each transaction takes a lane no other transaction holds (FOR UPDATE SKIP LOCKED).
+// appendAudit. Without an audit key its PostgreSQL statement (auditChainCTEs) computes the chain
+// in SQL so that it runs in the statements and batches of what caused the rows — one round trip,
+// no lock waited for: each transaction takes a lane no other transaction holds (FOR UPDATE SKIP
+// LOCKED). With one (Options.AuditKey, as serve opens the store), it inserts the rows unsealed
+// with their MACs (auditUnsealedCTE, migration 009), and SealAudit links them into lane 1 after
+// their commit, in batches: a transaction writes only its own rows.
 
 const (
 	// auditColumnsV8 are the audit's columns up to migration 8 (chainLegacyAudit reads them in
