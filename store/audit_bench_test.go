@@ -32,3 +32,15 @@ func BenchmarkAuditHash(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkAuditMAC(b *testing.B) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	r := AuditRecord{ID: 123456, At: time.Now(), Identity: "did:example:ana", Roles: []string{"staff"}, Server: "bank", Tool: "send_money",
+		ArgsFingerprint: "sha256:0f1e2d3c", Decision: "allow", Outcome: "executed", Latency: time.Millisecond}
+	for b.Loop() {
+		r.MAC = AuditMAC(key, r)
+	}
+	if !CheckAuditMAC(key, r) {
+		b.Fatal("MAC does not check")
+	}
+}

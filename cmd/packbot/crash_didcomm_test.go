@@ -63,7 +63,7 @@ func TestCrashDIDComm(t *testing.T) {
 		})
 	}
 	for _, w := range chat {
-		actor(func() error { return w.chatLoad(ctx, load) })
+		actor(func() error { return w.chatLoad(ctx, load, 150*time.Millisecond) })
 	}
 	rounds := approvalRounds{server: "pay"}
 	req, appr := dcSide{ana, e.cat, "en"}, dcSide{bob, e.cat, "en"}

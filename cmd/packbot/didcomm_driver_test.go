@@ -474,11 +474,14 @@ func (w *dcWallet) sync(ctx context.Context) error {
 	}
 }
 
-// chatLoad sends numbered messages, at most two of them acknowledged and unanswered at a time,
-// until load ends.
-func (w *dcWallet) chatLoad(ctx, load context.Context) error {
+// chatLoad sends numbered messages, a text per every at most and at most three of them
+// acknowledged and unanswered at a time (the VS Agent crash test's load: startVALoad), until
+// load ends.
+func (w *dcWallet) chatLoad(ctx, load context.Context, every time.Duration) error {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for seq := 1; load.Err() == nil; seq++ {
-		if err := w.wait(ctx, "answers", func() bool { return w.unansweredLocked() < 2 }); err != nil {
+		if err := w.wait(ctx, "answers", func() bool { return w.unansweredLocked() < 3 }); err != nil {
 			return err
 		}
 		acked, gen, err := w.sendText(ctx, fmt.Sprintf("%s m%d", w.name, seq), true)
@@ -489,6 +492,10 @@ func (w *dcWallet) chatLoad(ctx, load context.Context) error {
 			if err := w.bot.settle(ctx, gen); err != nil {
 				return err
 			}
+		}
+		select { // the load's pace: a text per period at most
+		case <-tick.C:
+		case <-load.Done():
 		}
 	}
 	return nil

@@ -71,6 +71,7 @@ const (
 	FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[]) AS u (id, lane, seq, prev_id, prev, hash)
 	WHERE a.id = u.id AND a.seq = 0`
 	qSetAsideAudit = `UPDATE audit SET seq = -1 WHERE id = ANY($1::bigint[]) AND seq = 0`
+	qSealAsync     = `SET LOCAL synchronous_commit TO off`
 	// sealBatch is how many records SealAudit links in one transaction.
 	sealBatch               = 1000
 	defaultAuditChainLimit  = 1000
@@ -528,6 +529,12 @@ func (db *DB) SealAudit(ctx context.Context) (sealed, refused int, err error) {
 
 // sealOnce seals up to sealBatch records in the transaction c (see SealAudit).
 func (db *DB) sealOnce(ctx context.Context, c conn) (sealed, refused int, err error) {
+	// A seal lost in a crash is made again (its records stay unsealed, vouched for by their
+	// MACs): it need not wait for its WAL flush. A later synchronous commit (the next
+	// checkpoint's, a receipt's) flushes it first.
+	if _, err := c.exec(ctx, qSealAsync); err != nil {
+		return 0, 0, fmt.Errorf("seal the audit: %w", err)
+	}
 	var head store.AuditLane
 	if err := c.queryRow(ctx, qLockLaneOne).Scan(&head.Lane, &head.Seq, &head.ID, &head.Hash); err != nil {
 		return 0, 0, fmt.Errorf("lock audit lane 1: %w", err)
