@@ -115,17 +115,23 @@ func NewCheckpointer(st Store, key *Key, opts *CheckpointOptions) *Checkpointer 
 // Run makes a checkpoint every c.every while the audit grows, until ctx ends; then a last one
 // (within 5 s), so that a replica that stops leaves its rows covered.
 func (c *Checkpointer) Run(ctx context.Context) error {
-	tick := time.NewTicker(c.every)
+	return periodically(ctx, c.every, c.checkpoint)
+}
+
+// periodically calls do every period until ctx ends, then once more within 5 s (a replica that
+// stops leaves its work done), and returns nil.
+func periodically(ctx context.Context, every time.Duration, do func(context.Context)) error {
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			c.checkpoint(last)
+			do(last)
 			return nil
 		case <-tick.C:
-			c.checkpoint(ctx)
+			do(ctx)
 		}
 	}
 }

@@ -41,19 +41,7 @@ func NewSealer(st Store, opts *SealerOptions) *Sealer {
 // Run seals every period until ctx ends, then once more (within 5 s), so that a replica that
 // stops leaves its records sealed.
 func (s *Sealer) Run(ctx context.Context) error {
-	tick := time.NewTicker(s.every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			s.seal(last)
-			return nil
-		case <-tick.C:
-			s.seal(ctx)
-		}
-	}
+	return periodically(ctx, s.every, s.seal)
 }
 
 func (s *Sealer) seal(ctx context.Context) {
