@@ -20,6 +20,7 @@ import (
 	"github.com/packbot/packbot/rbac"
 	"github.com/packbot/packbot/store"
 	"github.com/packbot/packbot/store/sqlstore"
+	"github.com/packbot/packbot/store/storetest"
 )
 
 const freshPack = `
@@ -58,12 +59,18 @@ type freshFixture struct {
 
 func newFreshFixture(t *testing.T) *freshFixture {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "bot.db"), nil)
+	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "bot.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
+	return newFreshFixtureOn(t, st)
+}
+
+// newFreshFixtureOn is newFreshFixture on st.
+func newFreshFixtureOn(t *testing.T, st store.Store) *freshFixture {
+	t.Helper()
+	ctx := context.Background()
 	f := &freshFixture{st: st, bank: demoserver.New(&demoserver.Options{Name: "bank"})}
 	srv := httptest.NewServer(f.bank.Handler())
 	t.Cleanup(srv.Close)
@@ -256,6 +263,33 @@ func (f *freshFixture) checkReceipt(t *testing.T, a store.Approval, digest strin
 func jsonNumber(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// TestReceiptSealsItsRecord: on a store that seals records after their commit, with no sealer
+// running, the receipt of an execution still quotes its record sealed — the receipt seals it —
+// with the hash the audit holds.
+func TestReceiptSealsItsRecord(t *testing.T) {
+	st, err := sqlstore.OpenPostgres(context.Background(), storetest.PostgresDSN(t), &sqlstore.Options{AuditKey: testAuditKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	f := newFreshFixtureOn(t, st)
+	a := f.submit(t, "send_money")
+	_, ticket, ok, err := f.s.AskProof(t.Context(), bob, a.ID)
+	if err != nil || !ok {
+		t.Fatalf("AskProof: %v, %v", ok, err)
+	}
+	const digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	done, err := f.s.DecideProved(t.Context(), bob, ticket, approvals.Presented{Identity: bob.Identity, Roles: bob.Roles, Digest: digest})
+	if err != nil || done.Execution == nil || done.Execution.Hash != "" {
+		t.Fatalf("the execution's record %+v, %v: want it written unsealed", done.Execution, err)
+	}
+	rec, err := st.GetAudit(t.Context(), done.Execution.ID)
+	if err != nil || rec.Link.Seq <= 0 || rec.Hash != store.AuditHash(rec) {
+		t.Fatalf("the execution's record after the receipt %+v, %v: want it sealed", rec, err)
+	}
+	f.checkReceipt(t, done.Approval, digest) // quotes rec's id and hash
 }
 
 // TestNoReceipt: a policy with receipt: false gives the requester no receipt; a policy without
