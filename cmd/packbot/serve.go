@@ -188,12 +188,23 @@ func (s *services) components() []component {
 	return parts
 }
 
-func (s *services) openStore(ctx context.Context) error {
+// auditKey is the key of the audit records the store seals after their commit, derived from
+// PACKBOT_DIDCOMM_KEY; nil (records chained as they are written) without that variable: the
+// data folder's key file is each host's own, and a replica would set aside as forged the
+// records of replicas holding another key.
+func (s *services) auditKey() ([]byte, error) {
+	if s.app.getenv(EnvDIDCommKey) == "" {
+		return nil, nil
+	}
 	master, _, err := didcommKey(s.app, s.opts.store.dir(s.app), "")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	auditKey, err := audit.MACKeyFromMaster(master)
+	return audit.MACKeyFromMaster(master)
+}
+
+func (s *services) openStore(ctx context.Context) error {
+	auditKey, err := s.auditKey()
 	if err != nil {
 		return err
 	}

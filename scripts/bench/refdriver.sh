@@ -147,6 +147,7 @@ for run in $(seq 1 "$RUNS"); do
     AGENT_PACK_PATH="$PACK" \
     DATABASE_URL="$DATABASE_URL" \
     PACKBOT_DATA_DIR="$dir/data" \
+    PACKBOT_DIDCOMM_KEY=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f \
     PACKBOT_LOG_LEVEL="$LOG_LEVEL" \
     "$PACKBOT_BIN" serve > "$dir/packbot.out" 2> "$dir/packbot.log" &
   bot=$!
