@@ -325,7 +325,10 @@ func TestSlowToolTimesOut(t *testing.T) {
 	for name, def := range transports(t) {
 		t.Run(name, func(t *testing.T) {
 			d := def(t)
-			d.TimeoutMs = 300
+			// The server's timeout also bounds its dial: the stdio server is a process of the
+			// race-built test binary, which on a busy 2-core machine has taken more than 300 ms
+			// to start and answer (a red CI run); 1.5 s leaves it room and still ends "hang".
+			d.TimeoutMs = 1500
 			p := newPool(t, mcp.Config{Servers: []packs.Server{d}})
 			_, err := p.Call(context.Background(), mcp.Call{Server: "tools", Tool: "hang"})
 			if !errors.Is(err, mcp.ErrTimeout) || !strings.Contains(err.Error(), "timed out") || !strings.Contains(err.Error(), "hang") {
