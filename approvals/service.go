@@ -266,7 +266,8 @@ func (s *Service) decide(ctx context.Context, approver rbac.Caller, id string, a
 	if _, fresh := s.policy(a).FreshProof(); approve && fresh && proof == "" {
 		return Result{Approval: a}, ErrProofRequired
 	}
-	v := store.Vote{Approver: approver.Identity, Decision: store.VoteReject, At: s.now(), Proof: proof}
+	v := store.Vote{Approver: approver.Identity, Decision: store.VoteReject, At: s.now(), Proof: proof,
+		Call: &store.Call{Server: a.Server, Tool: a.Tool, Fingerprint: a.Fingerprint}}
 	if approve {
 		v.Decision = store.VoteApprove
 	}

@@ -3,6 +3,7 @@ package audit_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/packbot/packbot/audit"
 	"github.com/packbot/packbot/store"
@@ -64,17 +65,23 @@ func TestPending(t *testing.T) {
 	})
 }
 
-// TestForgedUnsealed: a record inserted by hand to be sealed (seq 0), with a MAC made up, is
-// named before the seal; the sealer sets it aside, and it is named still.
+// TestForgedUnsealed: a record inserted by hand to be sealed (into audit_staging, where writers
+// put them), with a MAC made up, is named before the seal; the sealer sets it aside, and it is
+// named still. One inserted into audit unsealed (seq 0) is named too, and never sealed.
 func TestForgedUnsealed(t *testing.T) {
 	sealed(t, func(t *testing.T, w *world) {
 		rs, _ := w.populate(t)
 		forged := rs[len(rs)-1].ID + 100
-		w.exec(t, `INSERT INTO audit (id, at, identity, server, tool, decision, outcome, mac) VALUES (%d, 1, 'mallory', 'bank', 'send_money', 'allow', 'executed', '0011223344556677:%064d')`,
+		w.exec(t, `INSERT INTO audit_staging (id, at, identity, server, tool, decision, outcome, mac) VALUES (%d, 1, 'mallory', 'bank', 'send_money', 'allow', 'executed', '0011223344556677:%064d')`,
 			forged, 0)
 		wantFirst(t, w.verify(t), audit.Inserted, forged, "MAC is wrong")
 		w.seal(t, 0, 1)
 		wantFirst(t, w.verify(t), audit.Inserted, forged, "set aside")
+		w.exec(t, `DELETE FROM audit WHERE id = %d`, forged)
+		w.exec(t, `INSERT INTO audit (id, at, identity, server, tool, decision, outcome, mac) VALUES (%d, 1, 'mallory', 'bank', 'send_money', 'allow', 'executed', '0011223344556677:%064d')`,
+			forged+1, 0)
+		w.seal(t, 0, 0)
+		wantFirst(t, w.verify(t), audit.Inserted, forged+1, "MAC is wrong")
 	})
 }
 
@@ -84,24 +91,48 @@ func TestChangedUnsealed(t *testing.T) {
 	sealed(t, func(t *testing.T, w *world) {
 		w.populate(t)
 		r := w.unsealed(t)
-		w.exec(t, `UPDATE audit SET outcome = 'denied' WHERE id = %d`, r.ID)
+		w.exec(t, `UPDATE audit_staging SET outcome = 'denied' WHERE id = %d`, r.ID)
 		wantFirst(t, w.verify(t), audit.Inserted, r.ID, "MAC is wrong")
 		w.seal(t, 0, 1)
 		wantFirst(t, w.verify(t), audit.Inserted, r.ID, "set aside")
 	})
 }
 
-// TestCopiedRecord: a copy of a genuine record, MAC included, inserted to be sealed is named as
+// TestCopiedRecord: a copy of a genuine record, MAC included, inserted to be sealed (into
+// audit_staging) is named as
 // a copy before and after the sealer (which cannot tell it from the genuine one) seals it.
 func TestCopiedRecord(t *testing.T) {
 	sealed(t, func(t *testing.T, w *world) {
 		rs, _ := w.populate(t)
 		x := rs[6] // the execution of ap-1
-		w.exec(t, `INSERT INTO audit (at, identity, roles, server, tool, args_fingerprint, decision, approval_id, outcome, latency_ns, error,
+		w.exec(t, `INSERT INTO audit_staging (at, identity, roles, server, tool, args_fingerprint, decision, approval_id, outcome, latency_ns, error,
 			result_fingerprint, event, detail, mac) SELECT at, identity, roles, server, tool, args_fingerprint, decision, approval_id, outcome,
 			latency_ns, error, result_fingerprint, event, detail, mac FROM audit WHERE id = %d`, x.ID)
 		wantFirst(t, w.verify(t), audit.Inserted, 0, fmt.Sprintf("a copy of record %d", x.ID), "not sealed yet")
 		w.seal(t, 1, 0)
 		wantFirst(t, w.verify(t), audit.Inserted, 0, fmt.Sprintf("a copy of record %d", x.ID))
+	})
+}
+
+// TestVoteNamingAnotherCall: a vote that names another call than its request's (a caller's
+// bug, or a request changed in the database before the vote) leaves a record whose MAC is not
+// that of what the vote's statement wrote: the sealer sets it aside, and verify names it.
+func TestVoteNamingAnotherCall(t *testing.T) {
+	sealed(t, func(t *testing.T, w *world) {
+		ctx := t.Context()
+		w.populate(t)
+		at := time.Now().Truncate(time.Millisecond)
+		check(t, w.db.CreateApproval(ctx, store.Approval{ID: "ap-x", Server: "bank", Tool: "send_money", Arguments: []byte(`{"amount":5}`),
+			Fingerprint: "fp-x", Requester: "ana@acme.corp", ApproverRoles: []string{"finance-manager"}, Quorum: 1, CreatedAt: at, ExpiresAt: at.Add(time.Hour)}))
+		_, err := w.db.VoteApproval(ctx, "ap-x", store.Vote{Approver: "bob@acme.corp", Decision: store.VoteApprove, At: at,
+			Call: &store.Call{Server: "bank", Tool: "send_money", Fingerprint: "fp-other"}}, time.Minute, nil)
+		check(t, err)
+		w.seal(t, 1, 1) // the request's creation sealed, the vote's record set aside
+		rs, err := w.db.ListAudit(ctx, store.AuditQuery{ApprovalID: "ap-x", Decision: store.VoteApprove, Events: true})
+		check(t, err)
+		if len(rs) != 1 || rs[0].Event != store.EventApprovalVoted || rs[0].Link.Seq != -1 {
+			t.Fatalf("the vote's records %+v: want one, set aside", rs)
+		}
+		wantFirst(t, w.verify(t), audit.Inserted, rs[0].ID, "set aside")
 	})
 }

@@ -50,6 +50,17 @@ type Vote struct {
 	// Proof is the digest (SHA-256, hex) of the presentation the approver made when deciding,
 	// when the request's policy asks approvers to prove themselves then; "" otherwise.
 	Proof string
+	// Call is the request's call (its server, tool and fingerprint, which never change), as
+	// the approver was shown it: optional, and not stored. A store that writes audit records to
+	// be sealed after their commit vouches for the vote's record, which quotes them, in the
+	// vote's own statement; without it, in a second statement. A vote naming another call than
+	// its request's leaves a record whose MAC is wrong: set aside when sealed.
+	Call *Call
+}
+
+// Call names a tool call: its server, tool and argument fingerprint.
+type Call struct {
+	Server, Tool, Fingerprint string
 }
 
 // Approval is a tool call waiting for (or past) approval.

@@ -129,10 +129,12 @@ func checkAuditStories(ctx context.Context, t *testing.T, dsn string) {
 	db, err := pgx.Connect(ctx, dsn)
 	fatal(t, err)
 	defer func() { _ = db.Close(context.WithoutCancel(ctx)) }()
-	rows, err := db.Query(ctx, `SELECT a.id, a.status, a.exec, a.vote_count,
-		(SELECT count(*) FROM audit r WHERE r.approval_id = a.id AND r.event = $1),
-		(SELECT count(*) FROM audit r WHERE r.approval_id = a.id AND r.event = $2),
-		(SELECT count(*) FROM audit r WHERE r.approval_id = a.id AND r.event = '' AND r.outcome <> $3)
+	// The records sealed and those a killed replica left to be sealed (audit_staging).
+	rows, err := db.Query(ctx, `WITH r AS (SELECT approval_id, event, outcome FROM audit UNION ALL SELECT approval_id, event, outcome FROM audit_staging)
+		SELECT a.id, a.status, a.exec, a.vote_count,
+		(SELECT count(*) FROM r WHERE r.approval_id = a.id AND r.event = $1),
+		(SELECT count(*) FROM r WHERE r.approval_id = a.id AND r.event = $2),
+		(SELECT count(*) FROM r WHERE r.approval_id = a.id AND r.event = '' AND r.outcome <> $3)
 		FROM approvals a ORDER BY a.created_at`, store.EventApprovalCreated, store.EventApprovalVoted, store.OutcomePending)
 	fatal(t, err)
 	defer rows.Close()

@@ -110,7 +110,11 @@ const (
 	au_src AS (SELECT 1 AS i, $4::bigint AS at, $2::text AS identity, ''::text AS roles, u.server, u.tool,
 		u.fingerprint AS args_fingerprint, $3::text AS decision, u.id AS approval_id, u.status AS outcome,
 		0::bigint AS latency_ns, ''::text AS error, ''::text AS result_fingerprint, '` + store.EventApprovalVoted + `'::text AS event,
-		$6::text AS detail FROM u)`
+		$6::text AS detail, ` + voteMAC + ` AS mac FROM u)`
+	// voteMAC is the MAC of the vote's record, to be sealed after its commit: the one of $7, $8
+	// and $9 (see voteMACs) made for the status the vote left the request in.
+	voteMAC = `CASE u.status WHEN '` + store.ApprovalPending + `' THEN $7::text WHEN '` + store.ApprovalApproved + `' THEN $8::text
+		WHEN '` + store.ApprovalRejected + `' THEN $9::text ELSE '' END`
 	qCancelApprovalPostgres      = `WITH u AS (` + qCancelApproval + `)` + selectUpdated
 	qFinishExecutionPostgres     = `WITH u AS (` + qFinishExecution + `)` + selectUpdated
 	qExpireApprovalsPostgres     = `WITH ` + claimExpired + `, u AS (` + expireClaimed + `)` + selectUpdated
@@ -118,10 +122,13 @@ const (
 )
 
 // qVoteApprovalPostgres counts the vote, inserts it and appends its audit record in one
-// statement: a duplicate vote fails all of it. With an audit key, qCountVotePostgres counts and
-// inserts the vote, and the record, whose MAC the store computes, follows in the transaction.
+// statement: a duplicate vote fails all of it. With an audit key, qStageVotePostgres does the
+// same with the record unsealed (its MAC one of voteMACs); for a vote that does not name its
+// call, qCountVotePostgres counts and inserts the vote, and the record, whose MAC the store
+// computes from the request as the vote left it, follows in the transaction.
 var (
 	qVoteApprovalPostgres = auditChainWith(voteUpdated, selectUpdated)
+	qStageVotePostgres    = auditUnsealedWith(voteUpdated, selectUpdated)
 	qCountVotePostgres    = `WITH ` + voteCounted + selectUpdated
 )
 
@@ -286,20 +293,26 @@ func (db *DB) voteApproval(ctx context.Context, id string, v store.Vote, lease t
 		v.At = db.now()
 	}
 	v.At = fromMillis(millis(v.At)) // as stored
+	call := v.Call
+	v.Call = nil // the vote as stored, and returned
 	args := []any{id, v.Approver, v.Decision, millis(v.At), millis(v.At.Add(lease))}
 	// vote runs the vote on c (on SQLite, inside a transaction).
 	vote := func(c conn) ([]approvalRow, error) {
 		if db.d.name == postgres {
-			q := qVoteApprovalPostgres
-			if db.auditKey != nil {
-				q = qCountVotePostgres
+			q, qargs := qVoteApprovalPostgres, append(args, v.Proof, "", "", "")
+			switch {
+			case db.auditKey != nil && call != nil:
+				q, qargs = qStageVotePostgres, append(args, v.Proof)
+				qargs = append(qargs, db.voteMACs(id, v, *call)...)
+			case db.auditKey != nil:
+				q, qargs = qCountVotePostgres, append(args, v.Proof)
 			}
-			rs, err := queryApprovals(ctx, c, q, append(args, v.Proof)...)
+			rs, err := queryApprovals(ctx, c, q, qargs...)
 			if err != nil || len(rs) != 1 {
 				return rs, err
 			}
 			rs[0].a.Votes = append(rs[0].a.Votes, v) // the earlier votes the join saw, then this one
-			if db.auditKey != nil {
+			if q == qCountVotePostgres {
 				err = appendVoteRecord(ctx, c, rs[0].a, v)
 			}
 			return rs, err
@@ -315,7 +328,7 @@ func (db *DB) voteApproval(ctx context.Context, id string, v store.Vote, lease t
 	}
 	var rs []approvalRow
 	var err error
-	if notices == nil && db.d.name == postgres && db.auditKey == nil {
+	if notices == nil && db.d.name == postgres && (db.auditKey == nil || call != nil) {
 		rs, err = vote(db.conn()) // one statement
 	} else {
 		err = db.tx(ctx, func(c conn) error {
@@ -398,6 +411,20 @@ func (db *DB) FinishExecution(ctx context.Context, id string, e store.Execution)
 		return store.Approval{}, store.AuditRecord{}, fmt.Errorf("finish execution of approval %s: %w", id, err)
 	}
 	return a, row, nil
+}
+
+// voteMACs are the MACs of the audit record of v on request id for call, for the statuses the
+// vote may leave it in (see voteMAC): pending, approved, rejected.
+func (db *DB) voteMACs(id string, v store.Vote, call store.Call) []any {
+	a := store.Approval{ID: id, Server: call.Server, Tool: call.Tool, Fingerprint: call.Fingerprint}
+	var macs []any
+	for _, status := range []string{store.ApprovalPending, store.ApprovalApproved, store.ApprovalRejected} {
+		a.Status = status
+		rec := transitionRecord(a, store.EventApprovalVoted, v.Approver, v.Decision, v.At)
+		rec.Detail = v.Proof
+		macs = append(macs, store.AuditMAC(db.auditKey, rec))
+	}
+	return macs
 }
 
 // appendVoteRecord appends the audit record of v, a vote that changed a to what it is.

@@ -19,8 +19,9 @@ import (
 // in SQL so that it runs in the statements and batches of what caused the rows — one round trip,
 // no lock waited for: each transaction takes a lane no other transaction holds (FOR UPDATE SKIP
 // LOCKED). With one (Options.AuditKey, as serve opens the store), it inserts the rows unsealed
-// with their MACs (auditUnsealedCTE, migration 009), and SealAudit links them into lane 1 after
-// their commit, in batches: a transaction writes only its own rows.
+// into audit_staging with their MACs (auditUnsealedCTE, migrations 009 and 010), and SealAudit
+// moves them into lane 1 of audit after their commit, in batches: a transaction writes only its
+// own rows, and audit is written once per record.
 
 const (
 	// auditColumnsV8 are the audit's columns up to migration 8 (chainLegacyAudit reads them in
@@ -51,12 +52,17 @@ const (
 	RETURNING id, lane, seq, prev_id, prev, hash`
 	qAdvanceLane = `UPDATE audit_lanes SET seq = $2, id = $3, hash = $4 WHERE lane = $1`
 
-	qGetAudit   = `SELECT ` + auditColumns + ` FROM audit WHERE id = $1`
-	qAuditLanes = `SELECT lane, seq, id, hash FROM audit_lanes ORDER BY lane`
-	qAuditLane  = `SELECT ` + auditColumns + ` FROM audit WHERE lane = $1 AND seq > $2 ORDER BY seq LIMIT $3`
-	// qAuditOffChain lists the rows in no chain: no place, or a lane that does not exist.
-	qAuditOffChain = `SELECT ` + auditColumns + ` FROM audit a WHERE (a.seq <= 0 OR NOT EXISTS
-		(SELECT 1 FROM audit_lanes l WHERE l.lane = a.lane)) AND a.id > $1 ORDER BY a.id LIMIT $2`
+	qGetAudit         = `SELECT ` + auditColumns + ` FROM audit WHERE id = $1`
+	qGetAuditPostgres = qGetAudit + ` UNION ALL SELECT ` + auditColumns + ` FROM audit_staging WHERE id = $1`
+	qAuditLanes       = `SELECT lane, seq, id, hash FROM audit_lanes ORDER BY lane`
+	qAuditLane        = `SELECT ` + auditColumns + ` FROM audit WHERE lane = $1 AND seq > $2 ORDER BY seq LIMIT $3`
+	// qAuditOffChain lists the rows in no chain: no place, or a lane that does not exist (on
+	// PostgreSQL, the unsealed rows of audit_staging too).
+	auditOffChain = `SELECT ` + auditColumns + ` FROM audit a WHERE (a.seq <= 0 OR NOT EXISTS
+		(SELECT 1 FROM audit_lanes l WHERE l.lane = a.lane)) AND a.id > $1`
+	qAuditOffChain         = auditOffChain + ` ORDER BY id LIMIT $2`
+	qAuditOffChainPostgres = `SELECT * FROM (` + auditOffChain + ` UNION ALL SELECT ` + auditColumns + ` FROM audit_staging WHERE id > $1) u
+		ORDER BY id LIMIT $2`
 
 	checkpointColumns     = `seq, at, signer, body, signature`
 	qAddAuditCheckpoint   = `INSERT INTO audit_checkpoints (` + checkpointColumns + `) VALUES ($1, $2, $3, $4, $5)`
@@ -65,13 +71,18 @@ const (
 	qLegacyAudit          = `SELECT ` + auditColumnsV8 + `, '' FROM audit WHERE seq = 0 ORDER BY id LIMIT 500`
 	qLinkLegacyAudit      = `UPDATE audit SET lane = $2, seq = $3, prev_id = $4, prev = $5, hash = $6 WHERE id = $1 AND seq = 0`
 	qLockLaneOne          = `SELECT lane, seq, id, hash FROM audit_lanes WHERE lane = 1 FOR UPDATE`
-	qAnyUnsealedAudit     = `SELECT EXISTS (SELECT 1 FROM audit WHERE seq = 0)`
-	qUnsealedAudit        = `SELECT ` + auditColumns + ` FROM audit WHERE seq = 0 ORDER BY id LIMIT $1`
-	qSealAudit            = `UPDATE audit a SET lane = u.lane, seq = u.seq, prev_id = u.prev_id, prev = u.prev, hash = u.hash
+	qAnyUnsealedAudit     = `SELECT EXISTS (SELECT 1 FROM audit_staging)`
+	qUnsealedAudit        = `SELECT ` + auditColumns + ` FROM audit_staging ORDER BY id LIMIT $1`
+	// qSealAudit copies unsealed records from audit_staging into audit, each with its link (or
+	// set aside: lane 0, seq -1), their content as stored; qUnstageAudit then removes them from
+	// audit_staging (in the same transaction).
+	qSealAudit = `INSERT INTO audit (id, lane, seq, prev_id, prev, hash, mac, ` + auditDataColumns + `)
+	SELECT s.id, u.lane, u.seq, u.prev_id, u.prev, u.hash, s.mac, s.at, s.identity, s.roles, s.server, s.tool, s.args_fingerprint,
+		s.decision, s.approval_id, s.outcome, s.latency_ns, s.error, s.result_fingerprint, s.event, s.detail
 	FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[]) AS u (id, lane, seq, prev_id, prev, hash)
-	WHERE a.id = u.id AND a.seq = 0`
-	qSetAsideAudit = `UPDATE audit SET seq = -1 WHERE id = ANY($1::bigint[]) AND seq = 0`
-	qSealAsync     = `SET LOCAL synchronous_commit TO off`
+	JOIN audit_staging s ON s.id = u.id`
+	qUnstageAudit = `DELETE FROM audit_staging WHERE id = ANY($1::bigint[])`
+	qSealAsync    = `SET LOCAL synchronous_commit TO off`
 	// sealBatch is how many records SealAudit links in one transaction.
 	sealBatch               = 1000
 	defaultAuditChainLimit  = 1000
@@ -107,9 +118,10 @@ var (
 		FROM (SELECT i, lane, seq, id, hash FROM au_chain ORDER BY i DESC LIMIT 1) t
 		WHERE audit_lanes.lane = t.lane AND t.i > 0)`
 
-	// auditUnsealedCTE inserts the rows of au_src unsealed (seq 0), with their MACs: a store
-	// with an audit key writes them so, and SealAudit links them after their commit.
-	auditUnsealedCTE = `au_ins AS (INSERT INTO audit (mac, ` + auditDataColumns + `)
+	// auditUnsealedCTE inserts the rows of au_src unsealed (seq 0) into audit_staging, with
+	// their MACs: a store with an audit key writes them so, and SealAudit moves them into audit
+	// after their commit.
+	auditUnsealedCTE = `au_ins AS (INSERT INTO audit_staging (mac, ` + auditDataColumns + `)
 		SELECT r.mac, r.at, r.identity, NULLIF(r.roles, '')::json, r.server, r.tool, r.args_fingerprint, r.decision,
 			r.approval_id, r.outcome, r.latency_ns, r.error, r.result_fingerprint, r.event, r.detail
 		FROM au_src r ORDER BY r.i
@@ -353,7 +365,11 @@ func (db *DB) ListAudit(ctx context.Context, q store.AuditQuery) ([]store.AuditR
 		where = strings.Join(conds, " AND ")
 	}
 	args = append(args, cmp.Or(max(q.Limit, 0), defaultAuditLimit))
-	list := fmt.Sprintf(`SELECT %s FROM audit WHERE %s ORDER BY at DESC, id DESC LIMIT $%d`, auditColumns, where, len(args))
+	from := "audit"
+	if db.d.name == postgres { // the records not sealed yet too
+		from = `(SELECT ` + auditColumns + ` FROM audit UNION ALL SELECT ` + auditColumns + ` FROM audit_staging) a`
+	}
+	list := fmt.Sprintf(`SELECT %s FROM %s WHERE %s ORDER BY at DESC, id DESC LIMIT $%d`, auditColumns, from, where, len(args))
 	rs, err := query(ctx, db.conn(), scanAuditRecord, list, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", err)
@@ -363,7 +379,11 @@ func (db *DB) ListAudit(ctx context.Context, q store.AuditQuery) ([]store.AuditR
 
 // GetAudit returns one row, or ErrNotFound.
 func (db *DB) GetAudit(ctx context.Context, id int64) (store.AuditRecord, error) {
-	r, err := scanAuditRecord(db.conn().queryRow(ctx, qGetAudit, id))
+	q := qGetAudit
+	if db.d.name == postgres {
+		q = qGetAuditPostgres
+	}
+	r, err := scanAuditRecord(db.conn().queryRow(ctx, q, id))
 	if err != nil {
 		return store.AuditRecord{}, fmt.Errorf("get audit record %d: %w", id, err)
 	}
@@ -390,7 +410,11 @@ func (db *DB) AuditChain(ctx context.Context, lane, after int64, limit int) ([]s
 	var rs []store.AuditRecord
 	var err error
 	if lane == 0 {
-		rs, err = query(ctx, db.conn(), scanAuditRecord, qAuditOffChain, after, limit)
+		q := qAuditOffChain
+		if db.d.name == postgres {
+			q = qAuditOffChainPostgres
+		}
+		rs, err = query(ctx, db.conn(), scanAuditRecord, q, after, limit)
 	} else {
 		rs, err = query(ctx, db.conn(), scanAuditRecord, qAuditLane, lane, after, limit)
 	}
@@ -495,9 +519,10 @@ func chainLegacyAudit(ctx context.Context, c conn) error {
 	return nil
 }
 
-// SealAudit links the unsealed records into lane 1, sealBatch at a time, each batch in one
-// transaction that holds the lane: records whose MAC is right get their place and hash
-// (store.AuditHash, computed here), the others are set aside (seq -1). A store without an audit
+// SealAudit moves the unsealed records (audit_staging) into the audit, linked into lane 1,
+// sealBatch at a time, each batch in one transaction that holds the lane: records whose MAC is
+// right get their place and hash (store.AuditHash, computed here), the others are set aside
+// (seq -1). A store without an audit
 // key (SQLite's included) chains as it writes and has nothing to seal.
 func (db *DB) SealAudit(ctx context.Context) (sealed, refused int, err error) {
 	if db.auditKey == nil {
@@ -543,11 +568,14 @@ func (db *DB) sealOnce(ctx context.Context, c conn) (sealed, refused int, err er
 	if err != nil || len(rows) == 0 {
 		return 0, 0, err
 	}
-	var ids, lanes, seqs, prevIDs, aside []int64
+	// Each record moves into audit with its link, or set aside (lane 0, seq -1).
+	var ids, lanes, seqs, prevIDs []int64
 	var prevs, hashes []string
 	for _, r := range rows {
 		if !store.CheckAuditMAC(db.auditKey, r) {
-			aside = append(aside, r.ID)
+			ids, lanes, seqs, prevIDs = append(ids, r.ID), append(lanes, 0), append(seqs, -1), append(prevIDs, 0)
+			prevs, hashes = append(prevs, ""), append(hashes, "")
+			refused++
 			continue
 		}
 		r.Link = store.AuditLink{Lane: head.Lane, Seq: head.Seq + 1, PrevID: head.ID, Prev: head.Hash}
@@ -556,21 +584,23 @@ func (db *DB) sealOnce(ctx context.Context, c conn) (sealed, refused int, err er
 		prevs, hashes = append(prevs, r.Link.Prev), append(hashes, r.Hash)
 		head = store.AuditLane{Lane: head.Lane, Seq: r.Link.Seq, ID: r.ID, Hash: r.Hash}
 	}
-	if len(aside) > 0 {
-		if _, err := c.exec(ctx, qSetAsideAudit, aside); err != nil {
-			return 0, 0, fmt.Errorf("set aside audit records: %w", err)
-		}
+	res, err := c.exec(ctx, qSealAudit, ids, lanes, seqs, prevIDs, prevs, hashes)
+	if err != nil {
+		return 0, 0, fmt.Errorf("move %d audit records into the chain: %w", len(ids), err)
 	}
-	if len(ids) == 0 {
-		return 0, len(aside), nil
+	if n, err := res.RowsAffected(); err != nil || n != int64(len(ids)) { // the lane is held: no other sealer moved them
+		return 0, 0, fmt.Errorf("moved %d audit records of %d into the chain: %v", n, len(ids), err)
 	}
-	if _, err := c.exec(ctx, qSealAudit, ids, lanes, seqs, prevIDs, prevs, hashes); err != nil {
-		return 0, 0, fmt.Errorf("link audit records: %w", err)
+	if _, err := c.exec(ctx, qUnstageAudit, ids); err != nil {
+		return 0, 0, fmt.Errorf("remove %d sealed audit records from audit_staging: %w", len(ids), err)
+	}
+	if refused == len(rows) {
+		return 0, refused, nil
 	}
 	if _, err := c.exec(ctx, qAdvanceLane, head.Lane, head.Seq, head.ID, head.Hash); err != nil {
 		return 0, 0, fmt.Errorf("advance audit lane 1: %w", err)
 	}
-	return len(ids), len(aside), nil
+	return len(rows) - refused, refused, nil
 }
 
 var _ store.Audit = (*DB)(nil)

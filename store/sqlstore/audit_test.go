@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"strings"
@@ -12,24 +13,29 @@ import (
 	"github.com/packbot/packbot/store/storetest"
 )
 
+// openAtVersion opens a store of opener migrated up to version n only; the caller closes it.
+// The opener is made first: without TEST_DATABASE_URL it skips the test, which must not leave
+// the package's migrations cut for the tests after it.
+func openAtVersion(t *testing.T, opener func(ctx context.Context) (*DB, error), n int) *DB {
+	t.Helper()
+	all := migrations
+	migrations = all[:n]
+	defer func() { migrations = all }()
+	db, err := opener(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 // TestMigrationChainsOldAudit: the rows of a database migrated before the audit was chained
 // (version 5) are chained into lane 1, in id order, when version 7 is applied; rows written
 // after follow them.
 func TestMigrationChainsOldAudit(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			// The opener first: without TEST_DATABASE_URL it skips the test, which must not
-			// leave the package's migrations cut for the tests after it.
 			opener := b.database(t)
-			old, err := func() (*DB, error) {
-				all := migrations
-				migrations = all[:5]
-				defer func() { migrations = all }()
-				return opener(t.Context())
-			}()
-			if err != nil {
-				t.Fatal(err)
-			}
+			old := openAtVersion(t, opener, 5)
 			for i, tool := range []string{"a", "b", "c"} {
 				if _, err := old.conn().exec(t.Context(), `INSERT INTO audit (at, identity, roles, server, tool, args_fingerprint, decision,
 					approval_id, outcome, latency_ns, error) VALUES ($1, 'ana', '["employee"]', 'bank', $2, 'fp', 'allow', '', 'executed', 5, '')`,
@@ -70,6 +76,48 @@ func TestMigrationChainsOldAudit(t *testing.T) {
 				t.Fatalf("rows in no chain: %+v, %v", off, err)
 			}
 		})
+	}
+}
+
+// TestMigrationStagesUnsealedAudit: records a sealed store wrote unsealed into audit (version
+// 9) move to audit_staging with version 10, and are sealed from there after the record of one
+// written since.
+func TestMigrationStagesUnsealedAudit(t *testing.T) {
+	opener := sealedPostgresDatabase(t)
+	old := openAtVersion(t, opener, 9)
+	for _, tool := range []string{"a", "b"} {
+		r := store.AuditRecord{At: time.UnixMilli(time.Now().UnixMilli()), Identity: "ana", Server: "bank", Tool: tool, Decision: "allow", Outcome: "executed"}
+		if _, err := old.conn().exec(t.Context(), `INSERT INTO audit (mac, `+auditDataColumns+`)
+			VALUES ($15, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`, append(auditDataArgs(r), store.AuditMAC(testAuditKey, r))...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db := open(t, opener)
+	if _, err := db.AppendAudit(t.Context(), store.AuditRecord{Identity: "bob", Tool: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, bad, err := db.SealAudit(t.Context()); n != 3 || bad != 0 || err != nil {
+		t.Fatalf("sealed %d, set aside %d, %v; want 3, 0", n, bad, err)
+	}
+	rs, err := db.AuditChain(t.Context(), 1, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tools string
+	for _, r := range rs {
+		tools += r.Tool
+		if r.Hash != store.AuditHash(r) || !store.CheckAuditMAC(testAuditKey, r) {
+			t.Fatalf("record %+v: hash or MAC wrong", r)
+		}
+	}
+	if tools != "abc" {
+		t.Fatalf("lane 1: %q, want abc", tools)
+	}
+	if off, err := db.AuditChain(t.Context(), 0, 0, 0); err != nil || len(off) != 0 {
+		t.Fatalf("rows in no chain: %+v, %v", off, err)
 	}
 }
 

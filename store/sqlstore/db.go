@@ -25,8 +25,9 @@ type Options struct {
 	// outbox defaults); nil means time.Now.
 	Now func() time.Time
 	// AuditKey, on PostgreSQL, makes the store write audit records unsealed, each with its MAC
-	// under this key (store.AuditMAC), and link them into the chain after their commit
-	// (SealAudit): a transaction then writes only its own rows, not the chain's. Every process
+	// under this key (store.AuditMAC), into a table of their own (audit_staging), and move them
+	// into the audit, linked into the chain, after their commit (SealAudit): a transaction then
+	// writes only its own rows, not the chain's. Every process
 	// that writes to the database should hold the same key (serve derives it from the DIDComm
 	// master key). Nil: records are chained in the transaction that writes them, as they
 	// always are on SQLite, whose one writer at a time makes that cheap.

@@ -18,6 +18,7 @@ var auditTests = []test{
 	{"Limit", testAuditLimit},
 	{"Chain", testAuditChain},
 	{"Transitions", testAuditTransitions},
+	{"VoteNamesCall", testAuditVoteNamesCall},
 	{"Checkpoints", testAuditCheckpoints},
 	{"Seal", testAuditSeal},
 }
@@ -262,6 +263,47 @@ func testAuditTransitions(t *testing.T, s store.Store) {
 		t.Fatalf("the created record %+v", c)
 	}
 	wantEqual(t, "tool calls only by default", len(listAudit(t, s, store.AuditQuery{ApprovalID: "t1"})), 1)
+	wantChained(t, s)
+}
+
+// testAuditVoteNamesCall: votes that name their request's call (as the approvals service casts
+// them) write the same records, sealed with nothing set aside, whatever status the vote leaves
+// the request in, with notices or without.
+func testAuditVoteNamesCall(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	named := func(v store.Vote, id string) store.Vote {
+		v.Call = &store.Call{Server: "bank", Tool: "send_money", Fingerprint: "sha256-" + id}
+		return v
+	}
+	tell := func(a store.Approval) []store.OutboxMessage {
+		return []store.OutboxMessage{{Identity: a.Requester, Kind: "notice", Payload: []byte(`{}`), CreatedAt: t0, NextAttemptAt: t0}}
+	}
+	check(t, s.CreateApproval(ctx, newApproval("n1", "ana", 2, "manager")))
+	a := vote(t, s, "n1", named(approve("bob", t0.Add(time.Second)), "n1"))
+	if len(a.Votes) != 1 || a.Votes[0].Call != nil {
+		t.Fatalf("votes returned %+v: want one, its call not stored", a.Votes)
+	}
+	_, err := s.VoteApproval(ctx, "n1", named(approve("carl", t0.Add(2*time.Second)), "n1"), lease, tell)
+	check(t, err)
+	check(t, s.CreateApproval(ctx, newApproval("n2", "ana", 1, "manager")))
+	vote(t, s, "n2", named(reject("bob", t0.Add(time.Second)), "n2"))
+	got, err := s.GetApproval(ctx, "n1")
+	check(t, err)
+	for _, v := range got.Votes {
+		if v.Call != nil {
+			t.Fatalf("vote %+v stored with its call", v)
+		}
+	}
+	var outcomes []string
+	for _, id := range []string{"n1", "n2"} {
+		rs := listAudit(t, s, store.AuditQuery{ApprovalID: id, Events: true})
+		for i := len(rs) - 1; i >= 0; i-- {
+			if rs[i].Event == store.EventApprovalVoted {
+				outcomes = append(outcomes, rs[i].Identity+" "+rs[i].Outcome)
+			}
+		}
+	}
+	wantEqual(t, "votes' records", outcomes, []string{"bob PENDING", "carl APPROVED", "bob REJECTED"})
 	wantChained(t, s)
 }
 
