@@ -299,20 +299,21 @@ func (db *DB) voteApproval(ctx context.Context, id string, v store.Vote, lease t
 	// vote runs the vote on c (on SQLite, inside a transaction).
 	vote := func(c conn) ([]approvalRow, error) {
 		if db.d.name == postgres {
-			q, qargs := qVoteApprovalPostgres, append(args, v.Proof, "", "", "")
+			// Chained: no MACs ($7–$9 empty, unused). Sealed after commit: the record's MAC
+			// among voteMACs, or, without the call, the record in a second statement.
+			q, qargs, second := qVoteApprovalPostgres, append(args, v.Proof, "", "", ""), false
 			switch {
 			case db.auditKey != nil && call != nil:
-				q, qargs = qStageVotePostgres, append(args, v.Proof)
-				qargs = append(qargs, db.voteMACs(id, v, *call)...)
+				q, qargs = qStageVotePostgres, append(append(args, v.Proof), db.voteMACs(id, v, *call)...)
 			case db.auditKey != nil:
-				q, qargs = qCountVotePostgres, append(args, v.Proof)
+				q, qargs, second = qCountVotePostgres, append(args, v.Proof), true
 			}
 			rs, err := queryApprovals(ctx, c, q, qargs...)
 			if err != nil || len(rs) != 1 {
 				return rs, err
 			}
 			rs[0].a.Votes = append(rs[0].a.Votes, v) // the earlier votes the join saw, then this one
-			if q == qCountVotePostgres {
+			if second {
 				err = appendVoteRecord(ctx, c, rs[0].a, v)
 			}
 			return rs, err

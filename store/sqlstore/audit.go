@@ -588,8 +588,12 @@ func (db *DB) sealOnce(ctx context.Context, c conn) (sealed, refused int, err er
 	if err != nil {
 		return 0, 0, fmt.Errorf("move %d audit records into the chain: %w", len(ids), err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != int64(len(ids)) { // the lane is held: no other sealer moved them
-		return 0, 0, fmt.Errorf("moved %d audit records of %d into the chain: %v", n, len(ids), err)
+	// The lane is held, so no other sealer copies them; a staged record gone since the read
+	// (deleted by hand) rolls the batch back rather than leave the head naming a missing record.
+	if n, err := res.RowsAffected(); err != nil {
+		return 0, 0, fmt.Errorf("move %d audit records into the chain: %w", len(ids), err)
+	} else if n != int64(len(ids)) {
+		return 0, 0, fmt.Errorf("move %d audit records into the chain: %d were still in audit_staging", len(ids), n)
 	}
 	if _, err := c.exec(ctx, qUnstageAudit, ids); err != nil {
 		return 0, 0, fmt.Errorf("remove %d sealed audit records from audit_staging: %w", len(ids), err)
