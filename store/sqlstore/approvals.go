@@ -421,19 +421,23 @@ func (db *DB) voteMACs(id string, v store.Vote, call store.Call) []any {
 	var macs []any
 	for _, status := range []string{store.ApprovalPending, store.ApprovalApproved, store.ApprovalRejected} {
 		a.Status = status
-		rec := transitionRecord(a, store.EventApprovalVoted, v.Approver, v.Decision, v.At)
-		rec.Detail = v.Proof
-		macs = append(macs, store.AuditMAC(db.auditKey, rec))
+		macs = append(macs, store.AuditMAC(db.auditKey, voteRecord(a, v)))
 	}
 	return macs
 }
 
 // appendVoteRecord appends the audit record of v, a vote that changed a to what it is.
 func appendVoteRecord(ctx context.Context, c conn, a store.Approval, v store.Vote) error {
+	_, err := appendAudit(ctx, c, v.At, []store.AuditRecord{voteRecord(a, v)})
+	return err
+}
+
+// voteRecord is the audit record of v, a vote that left a as it is (the record qVoteApproval's
+// statements write, with the proof's digest as its detail).
+func voteRecord(a store.Approval, v store.Vote) store.AuditRecord {
 	rec := transitionRecord(a, store.EventApprovalVoted, v.Approver, v.Decision, v.At)
 	rec.Detail = v.Proof
-	_, err := appendAudit(ctx, c, v.At, []store.AuditRecord{rec})
-	return err
+	return rec
 }
 
 // txStep is what a conditional update of requests writes with it, in its transaction, once it

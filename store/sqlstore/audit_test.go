@@ -43,23 +43,9 @@ func TestMigrationChainsOldAudit(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := old.Close(); err != nil {
-				t.Fatal(err)
-			}
-			db := open(t, opener)
-			if _, err := db.AppendAudit(t.Context(), store.AuditRecord{Identity: "bob", Tool: "d"}); err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := db.SealAudit(t.Context()); err != nil { // a sealed store's new record follows the old ones
-				t.Fatal(err)
-			}
-			rs, err := db.AuditChain(t.Context(), 1, 0, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tools string
+			db, _, _ := reopenAppendSeal(t, old, opener, "d") // a sealed store's new record follows the old ones
+			rs, tools := laneOne(t, db)
 			for i, r := range rs {
-				tools += r.Tool
 				prev := store.AuditLink{Lane: 1, Seq: int64(i + 1)}
 				if i > 0 {
 					prev.PrevID, prev.Prev = rs[i-1].ID, rs[i-1].Hash
@@ -71,10 +57,7 @@ func TestMigrationChainsOldAudit(t *testing.T) {
 			if tools != "abcd" || rs[0].Latency != 5 || len(rs[0].Roles) != 1 {
 				t.Fatalf("lane 1: %q, first %+v", tools, rs[0])
 			}
-			off, err := db.AuditChain(t.Context(), 0, 0, 0)
-			if err != nil || len(off) != 0 {
-				t.Fatalf("rows in no chain: %+v, %v", off, err)
-			}
+			wantNoneOffChain(t, db)
 		})
 	}
 }
@@ -92,16 +75,77 @@ func TestMigrationStagesUnsealedAudit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	db, n, bad := reopenAppendSeal(t, old, opener, "c")
+	if n != 3 || bad != 0 {
+		t.Fatalf("sealed %d, set aside %d; want 3, 0", n, bad)
+	}
+	wantSealedLaneOne(t, db, "abc")
+	wantNoneOffChain(t, db)
+}
+
+// TestSealRollsBackAnIncompleteCopy: when the sealer's copy into audit leaves out a staged
+// record it read (in the field, a row deleted by hand between the read and the copy; here a
+// trigger drops its insert), the batch rolls back: every record stays staged, none enters
+// lane 1, and the next seal, the cause gone, seals them all in order.
+func TestSealRollsBackAnIncompleteCopy(t *testing.T) {
+	ctx := t.Context()
+	db := open(t, sealedPostgresDatabase(t))
+	for _, tool := range []string{"a", "b", "c"} {
+		if _, err := db.AppendAudit(ctx, store.AuditRecord{Identity: "ana", Tool: tool}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{
+		`CREATE FUNCTION skip_b() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN IF NEW.tool = 'b' THEN RETURN NULL; END IF; RETURN NEW; END $$`,
+		`CREATE TRIGGER skip_b BEFORE INSERT ON audit FOR EACH ROW EXECUTE FUNCTION skip_b()`,
+	} {
+		if _, err := db.conn().exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, bad, err := db.SealAudit(ctx); err == nil || n != 0 || bad != 0 {
+		t.Fatalf("seal with a record not copied: sealed %d, set aside %d, %v; want an error and nothing sealed", n, bad, err)
+	}
+	if rs, _ := laneOne(t, db); len(rs) != 0 {
+		t.Fatalf("lane 1 after the failed seal: %+v; want empty", rs)
+	}
+	var staged int
+	if err := db.conn().queryRow(ctx, `SELECT count(*) FROM audit_staging`).Scan(&staged); err != nil || staged != 3 {
+		t.Fatalf("staged records after the failed seal: %d, %v; want 3", staged, err)
+	}
+	if _, err := db.conn().exec(ctx, `DROP TRIGGER skip_b ON audit`); err != nil {
+		t.Fatal(err)
+	}
+	if n, bad, err := db.SealAudit(ctx); n != 3 || bad != 0 || err != nil {
+		t.Fatalf("sealed %d, set aside %d, %v; want 3, 0", n, bad, err)
+	}
+	wantSealedLaneOne(t, db, "abc")
+	wantNoneOffChain(t, db)
+}
+
+// reopenAppendSeal closes old (a store migrated part of the way), opens the store again with
+// opener (migrating it to the end), appends a record of tool and seals; it returns the store
+// and what SealAudit sealed and set aside.
+func reopenAppendSeal(t *testing.T, old *DB, opener func(ctx context.Context) (*DB, error), tool string) (db *DB, sealed, refused int) {
+	t.Helper()
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db := open(t, opener)
-	if _, err := db.AppendAudit(t.Context(), store.AuditRecord{Identity: "bob", Tool: "c"}); err != nil {
+	db = open(t, opener)
+	if _, err := db.AppendAudit(t.Context(), store.AuditRecord{Identity: "bob", Tool: tool}); err != nil {
 		t.Fatal(err)
 	}
-	if n, bad, err := db.SealAudit(t.Context()); n != 3 || bad != 0 || err != nil {
-		t.Fatalf("sealed %d, set aside %d, %v; want 3, 0", n, bad, err)
+	sealed, refused, err := db.SealAudit(t.Context())
+	if err != nil {
+		t.Fatal(err)
 	}
+	return db, sealed, refused
+}
+
+// laneOne returns lane 1's records in order, and their tools joined.
+func laneOne(t *testing.T, db *DB) ([]store.AuditRecord, string) {
+	t.Helper()
 	rs, err := db.AuditChain(t.Context(), 1, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -109,13 +153,28 @@ func TestMigrationStagesUnsealedAudit(t *testing.T) {
 	var tools string
 	for _, r := range rs {
 		tools += r.Tool
+	}
+	return rs, tools
+}
+
+// wantSealedLaneOne fails unless lane 1 holds records of tools (joined), each with its hash and
+// a MAC under the test's audit key.
+func wantSealedLaneOne(t *testing.T, db *DB, tools string) {
+	t.Helper()
+	rs, got := laneOne(t, db)
+	for _, r := range rs {
 		if r.Hash != store.AuditHash(r) || !store.CheckAuditMAC(testAuditKey, r) {
 			t.Fatalf("record %+v: hash or MAC wrong", r)
 		}
 	}
-	if tools != "abc" {
-		t.Fatalf("lane 1: %q, want abc", tools)
+	if got != tools {
+		t.Fatalf("lane 1: %q, want %q", got, tools)
 	}
+}
+
+// wantNoneOffChain fails when a record is in no chain (set aside, or not sealed yet).
+func wantNoneOffChain(t *testing.T, db *DB) {
+	t.Helper()
 	if off, err := db.AuditChain(t.Context(), 0, 0, 0); err != nil || len(off) != 0 {
 		t.Fatalf("rows in no chain: %+v, %v", off, err)
 	}
